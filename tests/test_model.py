@@ -1,0 +1,162 @@
+"""Model parity with mlx_lm's implementations, and KV-cache equalities."""
+
+import backend  # noqa: F401
+
+# isort: split
+import importlib
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.utils
+import numpy as np
+import pytest
+from helpers import LLAMA, QWEN3, tiny_model
+
+import model as model_mod
+from kvcache import KVCache
+from model import ModelArgs, attention_cpu, attention_mask, silu_mul_cpu
+
+
+def reference(config, ours):
+    """mlx_lm's model of the same architecture holding our weights."""
+    mod = importlib.import_module(f"mlx_lm.models.{config['model_type']}")
+    ref = mod.Model(mod.ModelArgs.from_dict(config))
+    ref.load_weights(mlx.utils.tree_flatten(ours.parameters()), strict=True)
+    mx.eval(ref.parameters())
+    return ref
+
+
+def greedy(step, prompt, n):
+    out = []
+    for _ in range(n):
+        tok = int(mx.argmax(step(prompt, out)).item())
+        out.append(tok)
+    return out
+
+
+@pytest.mark.parametrize("config", [QWEN3, LLAMA], ids=["qwen3", "llama"])
+@pytest.mark.parametrize("fast_ops", [True, False], ids=["cpu-ops", "plain-ops"])
+def test_logits_and_greedy_match_mlx_lm(config, fast_ops, monkeypatch):
+    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", fast_ops)
+    ours = tiny_model(config)
+    ref = reference(config, ours)
+    tokens = mx.array(np.random.default_rng(0).integers(0, config["vocab_size"], (3, 13)))
+    diff = mx.abs(ours(tokens) - ref(tokens)).max().item()
+    assert diff <= 1e-4, f"max |ours - mlx_lm| = {diff}"
+
+    prompt = [5, 17, 3, 44, 9]
+    ref_out = greedy(lambda p, o: ref(mx.array([p + o]))[0, -1], prompt, 16)
+    cache = KVCache.for_model(ours, 1, len(prompt) + 16)
+
+    def cached_step(p, o):
+        feed = p if not o else o[-1:]
+        return ours(mx.array([feed]), cache)[0, -1]
+
+    assert greedy(cached_step, prompt, 16) == ref_out
+
+
+def test_prefill_then_decode_equals_full_forward():
+    m = tiny_model(QWEN3)
+    seq = mx.array(np.random.default_rng(1).integers(0, 97, (2, 11)))
+    full = m(seq)
+    cache = KVCache.for_model(m, 2, 11)
+    parts = [m(seq[:, :6], cache)] + [m(seq[:, i : i + 1], cache) for i in range(6, 11)]
+    diff = mx.abs(mx.concatenate(parts, axis=1) - full).max().item()
+    assert diff <= 1e-5, diff
+    assert cache.offset == 11
+
+
+def test_broadcast_batch_equals_separate_prefills():
+    m = tiny_model(LLAMA)
+    rng = np.random.default_rng(2)
+    prompts = mx.array(rng.integers(0, 101, (2, 7)))
+    cont = mx.array(rng.integers(0, 101, (6, 4)))  # 3 continuations per prompt
+    cache = KVCache.for_model(m, 2, 7)
+    m(prompts, cache)
+    shared = cache.snapshot().broadcast_batch(3, capacity=11)
+    got = m(cont, shared)
+    for r in range(6):
+        alone = KVCache.for_model(m, 1, 11)
+        m(prompts[r // 3 : r // 3 + 1], alone)
+        want = m(cont[r : r + 1], alone)
+        diff = mx.abs(got[r : r + 1] - want).max().item()
+        assert diff <= 1e-5, (r, diff)
+
+
+def test_snapshot_is_frozen():
+    m = tiny_model(QWEN3)
+    cache = KVCache.for_model(m, 1, 8)
+    m(mx.array([[1, 2, 3]]), cache)
+    snap = cache.snapshot()
+    before = mx.array(snap.keys[0])
+    m(mx.array([[4, 5]]), cache)
+    assert snap.offset == 3 and snap.keys[0].shape[2] == 3
+    assert mx.array_equal(snap.keys[0], before)
+
+
+@pytest.mark.parametrize("config", [QWEN3, LLAMA], ids=["qwen3", "llama"])
+def test_left_padded_row_equals_sequence_alone(config):
+    m = tiny_model(config)
+    V = config["vocab_size"]
+    short, long_ = [7, 8, 9], [1, 2, 3, 4, 5, 6]
+    batch = mx.array([[0, 0, 0] + short, long_])
+    pad = mx.array([3, 0])
+    padded = m(batch, pad=pad)
+    alone = m(mx.array([short]))
+    assert mx.abs(padded[0, 3:] - alone[0]).max().item() <= 1e-5
+    assert mx.abs(padded[1] - m(mx.array([long_]))[0]).max().item() <= 1e-5
+    # and through a cache, decoding two more tokens
+    cache = KVCache.for_model(m, 2, 8, pad)
+    m(batch, cache)
+    step = m(mx.array([[11], [12]]), cache)
+    c1 = KVCache.for_model(m, 1, 8)
+    m(mx.array([short]), c1)
+    want = m(mx.array([[11]]), c1)
+    assert mx.abs(step[0] - want[0]).max().item() <= 1e-5
+    assert np.isfinite(np.array(padded)).all(), "padded slots must stay finite"
+    assert padded.shape[-1] == V
+
+
+def test_cache_overflow_is_loud():
+    m = tiny_model(QWEN3)
+    cache = KVCache.for_model(m, 1, 4)
+    with pytest.raises(ValueError, match="overflow"):
+        m(mx.array([[1, 2, 3, 4, 5]]), cache)
+
+
+def test_cpu_ops_match_plain_twins_forward_and_gradient():
+    rng = np.random.default_rng(3)
+    g = mx.array(rng.normal(0, 6, (5, 33)).astype(np.float32))
+    u = mx.array(rng.normal(0, 1, (5, 33)).astype(np.float32))
+    assert mx.allclose(silu_mul_cpu(g, u), nn.silu(g) * u, rtol=1e-5, atol=1e-5)
+    ours = mx.grad(lambda a, b: (silu_mul_cpu(a, b) ** 2).sum(), argnums=(0, 1))(g, u)
+    plain = mx.grad(lambda a, b: ((nn.silu(a) * b) ** 2).sum(), argnums=(0, 1))(g, u)
+    for a, b in zip(ours, plain, strict=True):
+        assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+    B, H, Hkv, L, S, hd = 2, 6, 2, 5, 9, 8
+    q = mx.array(rng.normal(size=(B, H, L, hd)).astype(np.float32))
+    k = mx.array(rng.normal(size=(B, Hkv, S, hd)).astype(np.float32))
+    v = mx.array(rng.normal(size=(B, Hkv, S, hd)).astype(np.float32))
+    mask = attention_mask(mx.array([0, 3]), S - L, L)
+
+    def plain_attn(q, k, v):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask)
+
+    assert mx.allclose(attention_cpu(q, k, v, 0.3, mask), plain_attn(q, k, v), atol=1e-5)
+    gq = mx.grad(lambda *a: (attention_cpu(*a, 0.3, mask) ** 2).sum(), argnums=(0, 1, 2))(q, k, v)
+    gp = mx.grad(lambda *a: (plain_attn(*a) ** 2).sum(), argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(gq, gp, strict=True):
+        assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_config_errors_name_the_problem():
+    with pytest.raises(ValueError, match="not served"):
+        ModelArgs.from_config({**QWEN3, "model_type": "gpt2"})
+    with pytest.raises(ValueError, match="rope_theta"):
+        ModelArgs.from_config({k: v for k, v in QWEN3.items() if k != "rope_theta"})
+    with pytest.raises(ValueError, match="lacks required keys"):
+        ModelArgs.from_config({k: v for k, v in QWEN3.items() if k != "vocab_size"})
+    nested = {k: v for k, v in QWEN3.items() if k != "rope_theta"}
+    nested["rope_parameters"] = {"rope_theta": 5e5, "rope_type": "default"}
+    assert ModelArgs.from_config(nested).rope_theta == 5e5
