@@ -51,3 +51,27 @@ def tiny_model(config: dict, seed: int = 0) -> Model:
     model.load_weights(new, strict=True)
     mx.eval(model.parameters())
     return model
+
+
+def tiny_tokenizer(vocab_size: int, eos_id: int = 0):
+    """A word-level tokenizer over tokens 't0'..'t{V-1}' (whitespace-split), eos 't{eos_id}'."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=f"t{eos_id}", unk_token="t1", pad_token=f"t{eos_id}"
+    )
+
+
+def save_checkpoint(model: Model, config: dict, path) -> None:
+    """Write an HF-layout folder: config.json, model.safetensors, tokenizer files."""
+    import json
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({**config, "eos_token_id": 0}))
+    weights = dict(mlx.utils.tree_flatten(model.parameters()))
+    mx.save_safetensors(str(path / "model.safetensors"), weights)
+    tiny_tokenizer(config["vocab_size"]).save_pretrained(str(path))
