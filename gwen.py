@@ -256,12 +256,19 @@ class Gwen:
 
 
 def sequence_logprobs(
-    model, prompt_tokens, prompt_pad, completions, group_size, temperature: float
-) -> mx.array:
+    model,
+    prompt_tokens,
+    prompt_pad,
+    completions,
+    group_size,
+    temperature: float,
+    return_entropy: bool = False,
+):
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
     The prompt's final hidden state predicts completion token 0; the completion's hidden
-    state at t predicts token t + 1. Temperature 0 means the untempered softmax."""
+    state at t predicts token t + 1. Temperature 0 means the untempered softmax. With
+    `return_entropy`, also the (B*G, T) entropy of each position's tempered distribution."""
     B, P = prompt_tokens.shape
     N, T = completions.shape
     if N != B * group_size:
@@ -272,8 +279,9 @@ def sequence_logprobs(
     h = mx.repeat(h_prompt, group_size, axis=0)  # (N, 1, D)
     if T > 1:
         h = mx.concatenate([h, model.hidden(completions[:, :-1], cache)], axis=1)  # (N, T, D)
+    temperature = temperature if temperature > 0 else 1.0
     return kernels.token_logprobs(
-        h, model.lm_head_weight(), completions, temperature if temperature > 0 else 1.0
+        h, model.lm_head_weight(), completions, temperature, return_entropy=return_entropy
     )
 
 

@@ -111,15 +111,29 @@ def _read_safetensors(path: Path) -> dict:
         ) from e
 
 
+def _weight_files(path: Path) -> list[str]:
+    """HF's weight files: those named by model.safetensors.index.json, else model*.safetensors
+    (so optimizer or adapter files beside them in a checkpoint are not read as weights)."""
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing = [n for n in names if not (path / n).exists()]
+        if missing:
+            raise LoadError(f"{index} names weight files that are missing: {missing}")
+        return [str(path / n) for n in names]
+    files = sorted(glob.glob(str(path / "model*.safetensors")))
+    if not files:
+        raise LoadError(f"{path} has config.json but no model*.safetensors weight files")
+    return files
+
+
 def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     config = json.loads((path / "config.json").read_text())
     try:
         args = ModelArgs.from_config(config)
     except ValueError as e:
         raise LoadError(f"{path / 'config.json'}: {e}") from e
-    files = sorted(glob.glob(str(path / "*.safetensors")))
-    if not files:
-        raise LoadError(f"{path} has config.json but no *.safetensors weight files")
+    files = _weight_files(path)
     weights = {}
     for f in files:
         weights.update(_read_safetensors(Path(f)))

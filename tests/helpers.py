@@ -55,12 +55,13 @@ def tiny_model(config: dict, seed: int = 0) -> Model:
 
 def tiny_tokenizer(vocab_size: int, eos_id: int = 0):
     """A word-level tokenizer over tokens 't0'..'t{V-1}' (whitespace-split), eos 't{eos_id}'."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {f"t{i}": i for i in range(vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t1"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece()  # joins words with spaces
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=f"t{eos_id}", unk_token="t1", pad_token=f"t{eos_id}"
     )

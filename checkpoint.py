@@ -1,0 +1,123 @@
+"""Checkpoints that lose nothing: written to a temp dir, fsynced, then renamed into place.
+
+A checkpoint `RUN_DIR/checkpoints/step_NNNNNN/` holds the weights in HF layout
+(`model.safetensors` + `config.json` + tokenizer files, loadable by `load_weights.load`) or, with
+LoRA, `adapters.safetensors` + `adapter_config.json`; `optimizer.safetensors`; `trainer.json`
+(step, data cursor, KL controller, metrics/SQLite offsets; randomness is keyed by
+(seed, step), so no RNG array is needed); and `train_config.json`
+(the resolved run config). `RUN_DIR/latest` names the newest complete one. A crash mid-write
+leaves only a `.tmp-*` folder, never a half checkpoint. It does not prune old checkpoints.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import backend  # noqa: F401
+
+import mlx.core as mx
+from mlx.utils import tree_flatten, tree_unflatten
+
+import lora
+
+
+def _fsync_tree(path: Path) -> None:
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
+    if lora_cfg:
+        lora.save_adapters(model, out, lora_cfg["rank"], lora_cfg["alpha"], lora_cfg["targets"])
+        return
+    weights = dict(tree_flatten(model.parameters()))
+    if model.args.tie_word_embeddings:
+        weights.pop("lm_head.weight", None)
+    mx.save_safetensors(str(out / "model.safetensors"), weights)
+    config = {k: v for k, v in dataclasses.asdict(model.args).items() if v is not None}
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    tokenizer.save_pretrained(str(out))
+
+
+def save(
+    run_dir: Path,
+    step: int,
+    *,
+    model,
+    tokenizer,
+    optimizer,
+    trainer_state: dict,
+    config: dict,
+    lora_cfg: dict | None = None,
+) -> Path:
+    """Write checkpoint `step` atomically and point RUN_DIR/latest at it."""
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp-step_{step:06d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    _write_weights(tmp, model, tokenizer, lora_cfg)
+    mx.save_safetensors(str(tmp / "optimizer.safetensors"), dict(tree_flatten(optimizer.state)))
+    state = dict(trainer_state, step=step)
+    (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+    (tmp / "train_config.json").write_text(json.dumps(config, indent=1))
+    _fsync_tree(tmp)
+    if final.exists():  # re-saving the same step (e.g. signal right after a periodic save)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    pointer = Path(run_dir) / "latest"
+    pointer_tmp = Path(run_dir) / f".latest-{os.getpid()}"
+    pointer_tmp.write_text(final.name + "\n")
+    with open(pointer_tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(pointer_tmp, pointer)
+    return final
+
+
+def latest(run_dir: Path) -> Path:
+    """The newest complete checkpoint of a run; a clear error when there is none."""
+    pointer = Path(run_dir) / "latest"
+    if not pointer.exists():
+        raise FileNotFoundError(
+            f"{run_dir} has no checkpoint (no 'latest' file): nothing to resume; "
+            f"start a new run without --resume"
+        )
+    ckpt = Path(run_dir) / "checkpoints" / pointer.read_text().strip()
+    if not (ckpt / "trainer.json").exists():
+        raise FileNotFoundError(f"{pointer} names {ckpt}, which is missing or incomplete")
+    return ckpt
+
+
+def read_state(ckpt: Path) -> tuple[dict, dict]:
+    """(trainer state, run config) of a checkpoint."""
+    return (
+        json.loads((ckpt / "trainer.json").read_text()),
+        json.loads((ckpt / "train_config.json").read_text()),
+    )
+
+
+def restore(ckpt: Path, *, model, optimizer, lora_cfg: dict | None = None) -> dict:
+    """Load weights and optimizer state from `ckpt`; return the trainer state.
+
+    There is no RNG array to restore: MLX cannot set its global key except by seeding, so the
+    trainer derives every random draw from (seed, step) instead."""
+    if lora_cfg:
+        lora.load_adapters(model, ckpt)
+    else:
+        weights = mx.load(str(ckpt / "model.safetensors"))
+        model.load_weights(list(weights.items()), strict=True)
+    opt = mx.load(str(ckpt / "optimizer.safetensors"))
+    optimizer.state = tree_unflatten(list(opt.items()))
+    state, _ = read_state(ckpt)
+    mx.eval(model.parameters(), optimizer.state)
+    return state

@@ -1,0 +1,158 @@
+"""The training loop on a tiny model: it learns something, resumes exactly, survives Ctrl-C."""
+
+import backend  # noqa: F401
+
+import json
+import os
+import signal
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from helpers import QWEN3, tiny_model, tiny_tokenizer
+from mlx.utils import tree_flatten
+
+import checkpoint
+import train
+from gwen import Gwen
+from load_weights import load
+from prompts import DataError
+
+TIMING_KEYS = ("_s", "tokens_per_s", "peak_mem_mb", "rss_mb")
+
+
+def tiny_policy():
+    return Gwen(tiny_model(QWEN3, seed=1), tiny_tokenizer(QWEN3["vocab_size"]))
+
+
+def low_tokens(prompts, completions, **kw):
+    """Toy reward: fraction of completion words that are in the lower half of the vocabulary."""
+    out = []
+    for c in completions:
+        words = c.split()
+        out.append(sum(int(w[1:]) < 48 for w in words) / len(words) if words else 0.0)
+    return out
+
+
+def tiny_config(tmp_path, **kw):
+    base = dict(
+        model="tiny",
+        steps=4,
+        prompts_per_step=2,
+        group_size=3,
+        max_new_tokens=6,
+        lr=1e-2,
+        warmup_steps=1,
+        kl_coef=0.05,
+        save_every=2,
+        out_dir=str(tmp_path),
+        run_name="run",
+    )
+    return train.TrainConfig(**{**base, **kw})
+
+
+def weights(gwen):
+    return {k: np.array(v) for k, v in tree_flatten(gwen.model.parameters())}
+
+
+def metric_rows(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.endswith(TIMING_KEYS)} for r in rows]
+
+
+def test_two_steps_change_every_trainable_parameter(tmp_path):
+    policy = tiny_policy()
+    before = weights(policy)
+    run_dir = train.run(tiny_config(tmp_path, steps=2), policy=policy, reward_fn=low_tokens)
+    after = weights(policy)
+    unchanged = [k for k in before if np.array_equal(before[k], after[k])]
+    assert not unchanged, f"parameters not updated: {unchanged}"
+    rows = metric_rows(run_dir)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(np.isfinite(r["loss"]) and np.isfinite(r["kl_mean"]) for r in rows)
+    assert (run_dir / "rollouts.sqlite").exists()
+    loaded, _ = load(str(checkpoint.latest(run_dir)), mx.float32)
+    assert all(np.array_equal(np.array(v), after[k]) for k, v in tree_flatten(loaded.parameters()))
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path):
+    full = tiny_policy()
+    d_full = train.run(tiny_config(tmp_path / "a"), policy=full, reward_fn=low_tokens)
+    half = train.run(
+        tiny_config(tmp_path / "b", steps=2), policy=tiny_policy(), reward_fn=low_tokens
+    )
+    resumed = tiny_policy()
+    train.run(
+        tiny_config(tmp_path / "b"), resume=True, run_dir=half, policy=resumed, reward_fn=low_tokens
+    )
+    w_full, w_res = weights(full), weights(resumed)
+    assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
+    assert metric_rows(d_full) == metric_rows(half)
+
+
+def test_signal_during_a_step_leaves_a_loadable_checkpoint(tmp_path):
+    calls = []
+
+    def interrupting_reward(prompts, completions, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # inside step 2, between sampling and the update
+            os.kill(os.getpid(), signal.SIGINT)
+        return low_tokens(prompts, completions)
+
+    policy = tiny_policy()
+    run_dir = train.run(
+        tiny_config(tmp_path, steps=10, save_every=100),
+        policy=policy,
+        reward_fn=interrupting_reward,
+    )
+    ckpt = checkpoint.latest(run_dir)
+    assert ckpt.name == "step_000002", "the interrupted step finishes, then is saved"
+    state, config = checkpoint.read_state(ckpt)
+    assert state["step"] == 2 and config["steps"] == 10
+    loaded, _ = load(str(ckpt), mx.float32)
+    assert all(
+        np.array_equal(np.array(v), w)
+        for (_, v), w in zip(
+            tree_flatten(loaded.parameters()), weights(policy).values(), strict=True
+        )
+    )
+    assert not list((run_dir / "checkpoints").glob(".tmp-*")), "no temp dirs left behind"
+
+
+def test_bad_data_fails_before_any_model_work(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"id": "a", "category": "control", "prompt": "fine", "source": "x"}\n'
+        '{"id": "b", "category": "gibberish", "prompt": "hm", "source": "x"}\n'
+    )
+    with pytest.raises(DataError, match="2"):
+        train.run(tiny_config(tmp_path, data=str(bad)), policy=None)
+
+
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        (dict(group_size=1), "group-size"),
+        (dict(loss_type="ppo"), "loss_type"),
+        (dict(prompts_per_step=3, grad_accum=2), "divisible"),
+        (dict(reward="joy"), "reward"),
+        (dict(lora_rank=4, ref_quant_bits=8), "adapters off"),
+    ],
+)
+def test_config_errors_name_the_fix(tmp_path, bad, msg):
+    with pytest.raises(ValueError, match=msg):
+        tiny_config(tmp_path, **bad)
+
+
+def test_config_file_and_flag_override(tmp_path):
+    cfg_path = tmp_path / "c.json"
+    cfg_path.write_text(json.dumps({"group_size": 6, "lr": 0.5}))
+    args = train.build_parser().parse_args(["--config", str(cfg_path), "--lr", "0.25"])
+    cfg = train.resolve_config(args)
+    assert cfg.group_size == 6 and cfg.lr == 0.25 and cfg.steps == train.TrainConfig.steps
+    cfg_path.write_text(json.dumps({"group_sise": 6}))
+    with pytest.raises(SystemExit, match="group_sise"):
+        train.resolve_config(train.build_parser().parse_args(["--config", str(cfg_path)]))
+    args = train.build_parser().parse_args(["--no-scale-by-std", "--kl-target", "0.1"])
+    cfg = train.resolve_config(args)
+    assert cfg.scale_by_std is False and cfg.kl_target == 0.1
