@@ -1,0 +1,330 @@
+"""GRPO math for rl-values: group-relative advantages, the clipped policy loss, the KL controller.
+
+Implements exactly these policy-gradient variants (`LossConfig.loss_type`), all with a token-level
+PPO-clipped importance ratio against the rollout-time (old) log-probs and an optional per-token
+KL penalty to a frozen reference policy added to the loss (not folded into the reward):
+  grpo     DeepSeekMath GRPO (Shao et al. 2024): mean over each completion's tokens, then mean
+           over completions; advantages (r - mean) / std within the group.
+  dr_grpo  Dr. GRPO (Liu et al. 2025): sum over tokens / a constant max_completion_len, mean over
+           completions; use with group_advantages(scale_by_std=False). No length or std bias.
+  dapo     DAPO's token-level loss with clip-higher (Yu et al. 2025): sum over every token of the
+           batch / token count, eps_high (0.28) > eps_low (0.2).
+Not implemented: GSPO's sequence-level ratio, value functions / GAE, DAPO's dynamic resampling and
+overlong reward shaping (the trainer may drop groups with `low_variance_groups`). No model code,
+no trainer: arrays in, arrays out.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+# isort: split
+import mlx.core as mx
+from mlx.utils import tree_flatten
+
+from kernels import KL_DIRECTIONS, KL_ESTIMATORS, kl_per_token, masked_mean, masked_sum
+
+# --------------------------------------------------------------------------------------------
+# Advantages (host side: rewards come from the judge one float per completion, NaN = failed)
+
+
+def _group_stats(rewards) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """finite mask (B, G), finite count (B,), mean (B,) and population std (B,) over finite."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 2:
+        raise ValueError(
+            f"rewards must be (B, G) = (prompts, completions per prompt), got {r.shape}"
+        )
+    finite = np.isfinite(r)
+    n = finite.sum(axis=1)
+    safe_n = np.maximum(n, 1)
+    mean = np.where(finite, r, 0.0).sum(axis=1) / safe_n
+    dev = np.where(finite, r - mean[:, None], 0.0)
+    std = np.sqrt((dev**2).sum(axis=1) / safe_n)
+    return finite, n, mean, std
+
+
+def group_advantages(rewards, *, scale_by_std: bool = True, std_floor: float = 1e-2) -> mx.array:
+    """Group-relative advantages: rewards (B, G) float, NaN/inf for a failed reward -> (B, G) f32.
+
+    A[b, g] = r[b, g] - mean_b, divided by max(std_b, std_floor) when `scale_by_std`, where
+    mean_b and std_b are over the FINITE rewards of group b and std is the population std
+    (ddof=0: the scaled advantages of a group have unit RMS; TRL uses ddof=1). The floor stops a
+    near-tie of continuous rubric scores (0.70 vs 0.71) from being blown up to +-1.
+    A failed reward is left out of the baseline and gets advantage 0 (no gradient signal); a group
+    with fewer than 2 finite rewards has no baseline and gets all zeros. Never returns NaN.
+    """
+    if scale_by_std and not std_floor > 0:
+        raise ValueError(f"std_floor={std_floor}: must be > 0 with scale_by_std (e.g. 1e-2)")
+    r = np.asarray(rewards, dtype=np.float64)
+    finite, n, mean, std = _group_stats(r)
+    adv = np.where(finite, r - mean[:, None], 0.0)
+    if scale_by_std:
+        adv = adv / np.maximum(std, std_floor)[:, None]
+    adv[n < 2] = 0.0
+    return mx.array(adv.astype(np.float32))
+
+
+def low_variance_groups(rewards, min_std: float) -> mx.array:
+    """(B,) bool, True for groups to drop: population std of the finite rewards < min_std, or
+    fewer than 2 finite rewards. Continuous rubric scores rarely tie exactly, so "no signal" is
+    a threshold, not std == 0 (DAPO's dynamic sampling drops exact ties only)."""
+    if min_std < 0:
+        raise ValueError(f"min_std={min_std}: must be >= 0 (0 drops only single-reward groups)")
+    _, n, _, std = _group_stats(rewards)
+    return mx.array((n < 2) | (std < min_std))
+
+
+def reward_stats(rewards) -> dict[str, float]:
+    """Host-side summary for logging: mean/std of finite rewards, failed count, flat groups."""
+    finite, n, _, std = _group_stats(rewards)
+    r = np.asarray(rewards, dtype=np.float64)[finite]
+    return {
+        "reward_mean": float(r.mean()) if r.size else float("nan"),
+        "reward_std": float(r.std()) if r.size else float("nan"),
+        "reward_failed": int((~finite).sum()),
+        "frac_groups_zero_std": float(((n < 2) | (std == 0)).mean()),
+    }
+
+
+def flatten_groups(
+    advantages: mx.array, mask: mx.array, keep: mx.array | None = None
+) -> tuple[mx.array, mx.array]:
+    """(B, G) advantages + (N, T) completion mask [+ (B,) keep] -> (N,) advantages, (N, T) mask.
+
+    Completions are laid out group-major: row n = b * G + g. A dropped group (keep[b] False) gets
+    its mask rows zeroed, so neither its policy term nor its KL term reaches the loss, and it does
+    not count in the loss denominators."""
+    B, G = advantages.shape
+    if mask.shape[0] != B * G:
+        raise ValueError(f"mask has {mask.shape[0]} rows, expected B*G = {B}*{G} = {B * G}")
+    mask = mask.astype(mx.float32)
+    if keep is not None:
+        if keep.shape != (B,):
+            raise ValueError(f"keep must be ({B},), got {tuple(keep.shape)}")
+        rows = mx.repeat(keep.astype(mx.float32), G)  # (N,)
+        mask = mask * rows[:, None]
+    return advantages.reshape(B * G), mask
+
+
+# --------------------------------------------------------------------------------------------
+# Policy loss
+
+
+def _mean_per_sequence(x: mx.array, mask: mx.array, cfg: "LossConfig") -> mx.array:
+    # grpo: 1/|active| sum_i 1/|o_i| sum_t x_it. Long completions get less weight per token.
+    n_active = mx.sum(mx.sum(mask, axis=1) > 0)
+    return mx.sum(masked_mean(x, mask, axis=1)) / mx.maximum(n_active, 1)
+
+
+def _sum_over_constant_len(x: mx.array, mask: mx.array, cfg: "LossConfig") -> mx.array:
+    # dr_grpo: 1/|active| sum_i 1/L sum_t x_it with L fixed, so every token weighs the same.
+    n_active = mx.sum(mx.sum(mask, axis=1) > 0)
+    per_seq = masked_sum(x, mask, axis=1) / cfg.max_completion_len
+    return mx.sum(per_seq) / mx.maximum(n_active, 1)
+
+
+def _mean_over_tokens(x: mx.array, mask: mx.array, cfg: "LossConfig") -> mx.array:
+    # dapo: 1/sum_i |o_i| sum_i sum_t x_it over the whole batch.
+    return masked_mean(x, mask)
+
+
+# The one place a loss_type picks its reduction; LossConfig validates against these keys.
+REDUCTIONS: dict[str, Callable[[mx.array, mx.array, "LossConfig"], mx.array]] = {
+    "grpo": _mean_per_sequence,
+    "dr_grpo": _sum_over_constant_len,
+    "dapo": _mean_over_tokens,
+}
+DEFAULT_CLIP_EPS_HIGH = {"grpo": 0.2, "dr_grpo": 0.2, "dapo": 0.28}
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """How the per-token objective is clipped, bounded and reduced. Defaults follow each paper."""
+
+    loss_type: str = "grpo"  # grpo | dr_grpo | dapo: how tokens are averaged (see module doc)
+    clip_eps_low: float = 0.2  # ratio floor 1 - eps_low for negative advantages
+    clip_eps_high: float | None = None  # ratio ceiling 1 + eps_high; None: 0.28 dapo, else 0.2
+    max_log_ratio: float = 20.0  # clamp log(pi/pi_old) (and the KL log-ratio) before exp
+    max_token_loss: float = 10.0  # clamp |per-token policy loss|: far off-policy tokens stop
+    kl_estimator: str = "k3"  # Schulman's k1 | k2 | k3 (kernels.kl_per_token)
+    kl_direction: str = "reverse"  # reverse KL(pi||ref) | forward | symmetric
+    max_completion_len: int | None = None  # dr_grpo's constant denominator: the generation cap
+
+    def __post_init__(self):
+        if self.loss_type not in REDUCTIONS:
+            raise ValueError(f"loss_type={self.loss_type!r}: use one of {sorted(REDUCTIONS)}")
+        if self.clip_eps_high is None:
+            object.__setattr__(self, "clip_eps_high", DEFAULT_CLIP_EPS_HIGH[self.loss_type])
+        if not 0 < self.clip_eps_low < 1:
+            raise ValueError(f"clip_eps_low={self.clip_eps_low}: must be in (0, 1), e.g. 0.2")
+        if not self.clip_eps_high > 0:
+            raise ValueError(f"clip_eps_high={self.clip_eps_high}: must be > 0, e.g. 0.2 or 0.28")
+        if not 0 < self.max_log_ratio <= 80:
+            raise ValueError(
+                f"max_log_ratio={self.max_log_ratio}: must be in (0, 80] so exp stays finite "
+                "in float32; 20 is the default"
+            )
+        if not self.max_token_loss > 0:
+            raise ValueError(f"max_token_loss={self.max_token_loss}: must be > 0, e.g. 10")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator={self.kl_estimator!r}: use one of {KL_ESTIMATORS}")
+        if self.kl_direction not in KL_DIRECTIONS:
+            raise ValueError(f"kl_direction={self.kl_direction!r}: use one of {KL_DIRECTIONS}")
+        if self.loss_type == "dr_grpo" and not (
+            isinstance(self.max_completion_len, int) and self.max_completion_len > 0
+        ):
+            raise ValueError(
+                f"max_completion_len={self.max_completion_len!r}: loss_type='dr_grpo' divides by "
+                "a constant; pass the generation cap (max_new_tokens), a positive int"
+            )
+
+
+def _check_inputs(logp, old_logp, ref_logp, advantages, mask, kl_coef) -> None:
+    for name, x in (("old_logp", old_logp), ("ref_logp", ref_logp), ("mask", mask)):
+        if x is not None and x.shape != logp.shape:
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, logp has {tuple(logp.shape)}")
+    for name, x in (("logp", logp), ("old_logp", old_logp), ("ref_logp", ref_logp)):
+        if x is not None and x.dtype != mx.float32:
+            raise ValueError(f"{name} is {x.dtype}: log-probs must be float32 (cast before)")
+    if logp.ndim != 2 or advantages.shape != (logp.shape[0],):
+        raise ValueError(
+            f"expected logp (N, T) and advantages (N,), got {tuple(logp.shape)} and "
+            f"{tuple(advantages.shape)} (flatten (B, G) advantages with flatten_groups)"
+        )
+    if ref_logp is None and not (isinstance(kl_coef, int | float) and kl_coef == 0):
+        raise ValueError("ref_logp is None but kl_coef != 0: pass the reference log-probs")
+
+
+def policy_loss(
+    logp: mx.array,
+    old_logp: mx.array,
+    ref_logp: mx.array | None,
+    advantages: mx.array,
+    mask: mx.array,
+    cfg: LossConfig,
+    kl_coef: float | mx.array = 0.0,
+) -> tuple[mx.array, dict[str, mx.array]]:
+    """Clipped GRPO surrogate + kl_coef * KL, reduced per `cfg.loss_type`; differentiable in logp.
+
+    logp, old_logp, ref_logp: (N, T) float32 log-probs of the sampled tokens under the current,
+    rollout-time and reference policies; advantages (N,); mask (N, T), 1 on completion tokens.
+    Per token: rho = exp(clamp(logp - old_logp, +-max_log_ratio)),
+    l = -min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), clamped to +-max_token_loss.
+    The KL term is reduced the same way as l. ref_logp may be None only when kl_coef == 0; with
+    ref_logp given the KL is always measured (metric) even at coefficient 0. kl_coef may be an
+    mx.array so an adaptive coefficient does not retrigger compilation.
+    Returns (loss, metrics); metrics are scalar mx.arrays (no host sync here).
+    """
+    _check_inputs(logp, old_logp, ref_logp, advantages, mask, kl_coef)
+    mask = mask.astype(mx.float32)
+    on = mask != 0
+    reduce = REDUCTIONS[cfg.loss_type]
+    A = advantages.astype(mx.float32)[:, None]  # (N, 1) broadcast over tokens
+
+    # Padding may hold -inf/NaN log-probs; zero the log-ratio there so neither the loss nor the
+    # gradient ever sees them (masking the product afterwards would leave 0 * NaN in the VJP).
+    log_ratio = mx.where(on, logp - old_logp, 0.0)
+    log_ratio = mx.clip(log_ratio, -cfg.max_log_ratio, cfg.max_log_ratio)
+    ratio = mx.exp(log_ratio)  # (N, T)
+    clipped_ratio = mx.clip(ratio, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high)
+    per_token = -mx.minimum(ratio * A, clipped_ratio * A)
+    per_token = mx.clip(per_token, -cfg.max_token_loss, cfg.max_token_loss)
+    pg_loss = reduce(per_token, mask, cfg)
+
+    if ref_logp is None:
+        kl = mx.zeros_like(logp)
+    else:
+        kl = kl_per_token(
+            mx.where(on, logp, 0.0),
+            mx.where(on, ref_logp, 0.0),
+            estimator=cfg.kl_estimator,
+            direction=cfg.kl_direction,
+            max_log_ratio=cfg.max_log_ratio,
+        )
+    kl_loss = reduce(kl, mask, cfg)
+    loss = pg_loss + kl_coef * kl_loss
+
+    # The clip is active (zero gradient) where the clipped branch won the min.
+    low = (ratio < 1.0 - cfg.clip_eps_low) & (A < 0)
+    high = (ratio > 1.0 + cfg.clip_eps_high) & (A > 0)
+    bounded = mx.abs(per_token) >= cfg.max_token_loss
+    metrics = {
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "kl_loss": kl_loss,  # the reduced KL before kl_coef
+        "kl_mean": masked_mean(kl, mask),  # per-token mean: the unit for AdaptiveKLController
+        "ratio_mean": masked_mean(ratio, mask),
+        "ratio_max": mx.max(mx.where(on, ratio, 0.0)),
+        "clip_frac_low": masked_mean(low.astype(mx.float32), mask),
+        "clip_frac_high": masked_mean(high.astype(mx.float32), mask),
+        "bound_frac": masked_mean(bounded.astype(mx.float32), mask),
+        "n_tokens": mx.sum(mask),
+    }
+    return loss, {k: mx.stop_gradient(v) for k, v in metrics.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# KL coefficient controller and the non-finite guard
+
+
+@dataclass
+class AdaptiveKLController:
+    """The KL coefficient: fixed (target_kl None) or Ziegler et al. (2019)'s proportional control.
+
+    Adaptive: error = clip(observed_kl / target_kl - 1, -0.2, 0.2), coef *= 1 + error * n / horizon,
+    with n in the same unit as horizon (Ziegler counts samples, horizon 10000). The clip bounds
+    the change to 20% per horizon, so one noisy KL estimate cannot swing the coefficient."""
+
+    coef: float = 0.0
+    target_kl: float | None = None
+    horizon: int = 10000
+
+    def __post_init__(self):
+        if self.coef < 0:
+            raise ValueError(f"coef={self.coef}: the KL coefficient must be >= 0")
+        if self.target_kl is not None:
+            if not self.target_kl > 0:
+                raise ValueError(f"target_kl={self.target_kl}: must be > 0, or None for fixed")
+            if not self.coef > 0:
+                raise ValueError(
+                    f"coef={self.coef}: an adaptive controller scales the coefficient, so it "
+                    "must start > 0 (e.g. 0.05); use target_kl=None for a fixed 0"
+                )
+            if not self.horizon > 0:
+                raise ValueError(f"horizon={self.horizon}: must be > 0, e.g. 10000 samples")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.target_kl is not None
+
+    def update(self, observed_kl: float, n_steps: int) -> float:
+        """Move the coefficient toward target_kl and return it; a non-finite KL is ignored."""
+        observed_kl = float(observed_kl)
+        if self.adaptive and math.isfinite(observed_kl):
+            error = min(max(observed_kl / self.target_kl - 1.0, -0.2), 0.2)
+            self.coef *= 1.0 + error * n_steps / self.horizon
+        return self.coef
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "AdaptiveKLController":
+        return cls(**state)
+
+
+def tree_is_finite(tree) -> mx.array:
+    """Scalar bool mx.array: every array (and Python number) leaf of `tree` is finite. Lazy, so
+    it can sit inside a compiled step; the trainer skips the update and counts it when False."""
+    ok = mx.array(True)
+    for _, leaf in tree_flatten(tree):
+        if isinstance(leaf, mx.array):
+            ok = ok & mx.all(mx.isfinite(leaf))
+        elif isinstance(leaf, int | float) and not math.isfinite(leaf):
+            ok = mx.array(False)
+    return ok

@@ -1,0 +1,135 @@
+"""Load and validate the project's JSONL prompt sets and judge-calibration pairs.
+
+`load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` (one `{"id", "category", "prompt",
+"source"}` object per line); `load_judge_pairs` reads `data/judge_pairs.jsonl`. Both check the
+whole file first and raise `DataError` naming the file, the 1-based line and the fix, so a bad
+file fails before training starts rather than mid-run. This module does not make, sample, split or
+format prompts (see `data/make_data.py` and knowledge/data.md); it imports no model code.
+"""
+
+import json
+import os
+
+CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
+CRITERIA = ("curiosity", "nonsense", "scrutiny")
+
+PROMPT_FIELDS = ("id", "category", "prompt", "source")
+JUDGE_PAIR_FIELDS = ("id", "criterion", "category", "prompt", "better", "worse")
+
+_MAX_REPORTED = 20
+
+
+class DataError(ValueError):
+    """A data file is missing, empty or malformed; `path` and `line` (1-based or None) say where."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+def _check_record(record, fields, allowed):
+    """Problems with one parsed line, as a list of strings (empty if fine)."""
+    if not isinstance(record, dict):
+        return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
+    problems = []
+    for name in fields:
+        if name not in record:
+            problems.append(f"missing field {name!r}; every line needs {', '.join(fields)}")
+        elif not isinstance(record[name], str):
+            problems.append(
+                f"field {name!r} must be a string, got {type(record[name]).__name__}; quote it"
+            )
+        elif not record[name].strip():
+            problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
+    extra = sorted(set(record) - set(fields))
+    if extra:
+        problems.append(
+            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(fields)}"
+        )
+    for name, values in allowed.items():
+        value = record.get(name)
+        if isinstance(value, str) and value.strip() and value not in values:
+            problems.append(f"{name} {value!r} is not one of {', '.join(values)}; use one of those")
+    return problems
+
+
+def _load_jsonl(path, fields, allowed, unique_text, check=None):
+    """Parse and validate a JSONL file; return its records or raise one DataError listing all
+    problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
+    returns extra problems for a record that passed the field checks."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(
+            f"{path}: file not found; check the path or run `uv run python data/make_data.py`",
+            path=path,
+        )
+    with open(path, encoding="utf-8") as f:
+        try:
+            lines = f.read().splitlines()
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text ({e}); save it as UTF-8", path=path) from e
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
+
+    errors = []  # (line_no, message)
+    records = []
+    first_seen = {name: {} for name in ("id", *unique_text)}
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
+            continue
+        problems = _check_record(record, fields, allowed)
+        if not problems and check is not None:
+            problems = check(record)
+        if not problems:
+            for name, seen in first_seen.items():
+                key = record[name] if name == "id" else record[name].strip()
+                if key in seen:
+                    what = "id" if name == "id" else f"{name} text"
+                    problems.append(
+                        f"duplicate {what} {key[:60]!r} (first on line {seen[key]}); "
+                        f"make it unique or delete one"
+                    )
+                else:
+                    seen[key] = line_no
+        if problems:
+            errors.extend((line_no, p) for p in problems)
+        else:
+            records.append(record)
+
+    if errors:
+        shown = "\n".join(f"  line {n}: {msg}" for n, msg in errors[:_MAX_REPORTED])
+        more = len(errors) - _MAX_REPORTED
+        tail = f"\n  ... and {more} more" if more > 0 else ""
+        first = errors[0][0]
+        raise DataError(
+            f"{path}: {len(errors)} problem(s), first at line {first}:\n{shown}{tail}",
+            path=path,
+            line=first,
+        )
+    return records
+
+
+def load_prompts(path) -> list[dict]:
+    """Prompts from a JSONL file: each line `{"id", "category", "prompt", "source"}`, all
+    non-empty strings, category in CATEGORIES, ids and prompt texts unique. Raises DataError."""
+    return _load_jsonl(path, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",))
+
+
+def load_judge_pairs(path) -> list[dict]:
+    """Judge-calibration pairs: each line `{"id", "criterion", "category", "prompt", "better",
+    "worse"}`, criterion in CRITERIA, category in CATEGORIES, better != worse. Raises DataError."""
+
+    def check(record):
+        if record["better"].strip() == record["worse"].strip():
+            return ["'better' and 'worse' are identical; a pair needs two different responses"]
+        return []
+
+    allowed = {"criterion": CRITERIA, "category": CATEGORIES}
+    return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)

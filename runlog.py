@@ -1,0 +1,309 @@
+"""What a run leaves for the researcher: metrics.jsonl, a SQLite table of rollouts, PNG plots.
+
+`MetricsLog` appends one JSON object per step (NaN/inf as null, so every line stays valid JSON).
+`RolloutDB` stores every prompt/completion/score in SQLite from a background thread, so the
+training step never waits on disk; a writer error is re-raised on the next call, never dropped.
+Both can be cut back to a step when a run resumes from a checkpoint. `plot_run` draws the
+standard curves from metrics.jsonl. It is not an experiment tracker: no server, no run index,
+no config logging (the trainer saves its config beside each checkpoint).
+"""
+
+import atexit
+import json
+import math
+import os
+import queue
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = (
+    "step",
+    "prompt_id",
+    "category",
+    "prompt",
+    "completion",
+    "scores",
+    "reward",
+    "advantage",
+    "length",
+    "finished",
+)
+_REQUIRED = {"step", "prompt", "completion"}
+_SCHEMA = """CREATE TABLE IF NOT EXISTS rollouts (
+    step INTEGER, prompt_id TEXT, category TEXT, prompt TEXT, completion TEXT,
+    scores TEXT, reward REAL, advantage REAL, length INTEGER, finished INTEGER)"""
+
+
+def _scalar(value, name: str):
+    """A JSON-safe Python scalar: mx/numpy scalars unwrapped, NaN/inf -> None."""
+    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        value = value.item()  # numpy and mlx scalars and 1-element arrays
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    raise TypeError(f"{name}={value!r} is not a scalar (type {type(value).__name__})")
+
+
+def _json_safe(tree, name: str):
+    if isinstance(tree, dict):
+        return {str(k): _json_safe(v, f"{name}.{k}") for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return [_json_safe(v, f"{name}[{i}]") for i, v in enumerate(tree)]
+    return _scalar(tree, name)
+
+
+class MetricsLog:
+    """metrics.jsonl: one {"step": int, key: float | null, ...} object per line."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, step: int, metrics: dict) -> None:
+        record = {"step": int(step)}
+        record.update({str(k): _scalar(v, str(k)) for k, v in metrics.items()})
+        line = json.dumps(record, allow_nan=False)
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
+            f.flush()
+
+    def truncate_after(self, step: int) -> None:
+        """Keep lines with step <= step. A last line without newline (a crash mid-write) goes."""
+        if not self.path.exists():
+            return
+        lines = self.path.read_text().splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines.pop()
+        kept = [ln for i, ln in enumerate(lines) if _parse(ln, self.path, i)["step"] <= step]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(kept))
+        os.replace(tmp, self.path)  # atomic: a crash here leaves the old or the new file
+
+    @staticmethod
+    def read(path) -> list[dict]:
+        path = Path(path)
+        lines = path.read_text().splitlines()
+        return [_parse(ln, path, i) for i, ln in enumerate(lines) if ln.strip()]
+
+
+def _parse(line: str, path: Path, index: int) -> dict:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{index + 1} is not valid JSON ({e}): {line[:80]!r}") from e
+
+
+class RolloutDB:
+    """SQLite `rollouts` table written by one background thread; `add` only enqueues."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._queue: queue.Queue = queue.Queue()
+        self._errors: queue.Queue = queue.Queue()  # writer -> caller, thread-safe
+        self._closed = False
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._raise_pending()  # the database could not be opened
+        # The thread is a daemon (a forgotten close() must not hang exit), so flush at exit.
+        atexit.register(self.close)
+
+    def add(self, rows: list[dict]) -> None:
+        """Queue rows (dicts keyed by COLUMNS, scores a dict) and return; the writer reads them
+        later, so do not mutate them after."""
+        self._raise_pending()
+        self._check_open()
+        for row in rows:
+            unknown, missing = row.keys() - set(COLUMNS), _REQUIRED - row.keys()
+            if unknown or missing:
+                raise ValueError(
+                    f"rollout row has unknown keys {sorted(unknown)} / lacks {sorted(missing)}; "
+                    f"columns are {COLUMNS}"
+                )
+        self._queue.put(("insert", list(rows), None))
+
+    def flush(self) -> int:
+        """Block until everything queued is committed; return the table's row count."""
+        return self._call("count")
+
+    def truncate_after(self, step: int) -> None:
+        """Delete rows with step > step (resume from a checkpoint taken at `step`)."""
+        self._call("truncate", int(step))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._queue.put(("stop", None, None))
+        self._thread.join()
+        self._raise_pending()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"RolloutDB({self.path}) is closed")
+
+    def _call(self, op: str, arg=None):
+        self._raise_pending()
+        self._check_open()
+        reply: dict = {"done": threading.Event()}
+        self._queue.put((op, arg, reply))
+        reply["done"].wait()
+        self._raise_pending()
+        return reply.get("result")
+
+    def _raise_pending(self) -> None:
+        try:
+            err = self._errors.get_nowait()
+        except queue.Empty:
+            return
+        raise RuntimeError(f"RolloutDB writer for {self.path} failed: {err!r}") from err
+
+    def _run(self, ready: threading.Event) -> None:
+        try:
+            conn = sqlite3.connect(self.path)
+            # WAL lets a researcher read the table (sqlite3 CLI, pandas) while the run writes.
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
+            conn.execute("CREATE INDEX IF NOT EXISTS rollouts_step ON rollouts(step)")
+            conn.commit()
+        except Exception as e:  # noqa: BLE001  (handed to the caller by _raise_pending)
+            self._errors.put(e)
+            self._closed = True
+            ready.set()
+            return
+        ready.set()
+        while True:
+            op, arg, reply = self._queue.get()
+            try:
+                if op == "stop":
+                    break
+                result = self._execute(conn, op, arg)
+                if reply is not None:
+                    reply["result"] = result
+            except Exception as e:  # noqa: BLE001
+                conn.rollback()
+                self._errors.put(e)
+            finally:
+                if reply is not None:
+                    reply["done"].set()
+        conn.close()
+
+    def _execute(self, conn: sqlite3.Connection, op: str, arg):
+        if op == "insert":
+            self._insert(conn, arg)
+        elif op == "truncate":
+            conn.execute("DELETE FROM rollouts WHERE step > ?", (arg,))
+            conn.commit()
+        elif op == "count":
+            return conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
+        else:
+            raise ValueError(f"unknown RolloutDB operation {op!r}")
+
+    def _insert(self, conn: sqlite3.Connection, rows: list[dict]) -> None:
+        values = [tuple(_column_value(row, c) for c in COLUMNS) for row in rows]
+        placeholders = ", ".join("?" * len(COLUMNS))
+        conn.executemany(f"INSERT INTO rollouts VALUES ({placeholders})", values)
+        conn.commit()
+
+
+def _column_value(row: dict, column: str):
+    value = row.get(column)
+    if column == "scores":
+        return None if value is None else json.dumps(_json_safe(value, "scores"), allow_nan=False)
+    if column in ("step", "length", "finished"):
+        value = _scalar(value, column)
+        return None if value is None else int(value)
+    if column in ("reward", "advantage"):
+        return _scalar(value, column)
+    return value  # text columns go to SQLite as given; a wrong type raises in the writer
+
+
+# (file stem, title, [(panel y-label, [metric keys or a "prefix/" for every key under it])])
+_PLOTS = [
+    ("reward", "Reward", [("reward", ["reward_mean", "reward/"])]),
+    ("kl", "KL to the reference", [("KL per token", ["kl_mean"]), ("KL coefficient", ["kl_coef"])]),
+    ("loss", "Loss", [("loss", ["loss"])]),
+    ("length", "Completion length", [("tokens", ["length_mean"])]),
+    ("eval", "Evaluation", [("eval", ["eval/"])]),
+]
+
+
+def _series(records: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) where the key is logged and finite; logged nulls become gaps."""
+    pts = [(r["step"], r[key]) for r in records if _finite(r, key)]
+    return [s for s, _ in pts], [v for _, v in pts]
+
+
+def _expand(records: list[dict], patterns: list[str]) -> list[str]:
+    present = sorted({k for r in records for k in r})
+    keys = []
+    for p in patterns:
+        if p.endswith("/"):
+            keys += [k for k in present if k.startswith(p)]
+        elif p in present:
+            keys.append(p)
+    return keys
+
+
+def _draw(ax, records: list[dict], key: str) -> None:
+    """One curve; a `<name>_mean` key gets a +-1 std band where `<name>_std` is logged too."""
+    steps, values = _series(records, key)
+    ax.plot(steps, values, marker="." if len(steps) < 30 else None, label=key)
+    std_key = key.removesuffix("_mean") + "_std"
+    if key.endswith("_mean"):
+        rows = [(r["step"], r[key], r[std_key]) for r in records if _finite(r, key, std_key)]
+        if rows:
+            s, m, d = np.array(rows, dtype=np.float64).T
+            ax.fill_between(s, m - d, m + d, alpha=0.2)
+
+
+def _finite(record: dict, *keys: str) -> bool:
+    return all(isinstance(record.get(k), int | float) for k in keys)
+
+
+def plot_run(run_dir) -> list[Path]:
+    """Draw run_dir/metrics.jsonl into run_dir/plots/*.png; return the files written."""
+    from matplotlib.figure import Figure  # Figure + savefig renders with Agg; no pyplot state
+
+    metrics = Path(run_dir) / "metrics.jsonl"
+    if not metrics.exists():
+        raise FileNotFoundError(f"{metrics} does not exist: nothing to plot for {run_dir}")
+    records = MetricsLog.read(metrics)
+    if not records:
+        raise ValueError(f"{metrics} is empty: the run logged no steps yet")
+    out_dir = Path(run_dir) / "plots"
+    out_dir.mkdir(exist_ok=True)
+    written = []
+    for stem, title, panels in _PLOTS:
+        panels = [(label, _expand(records, keys)) for label, keys in panels]
+        panels = [(label, keys) for label, keys in panels if keys]
+        if not panels:
+            continue
+        fig = Figure(figsize=(7, 3 * len(panels)), layout="constrained")
+        axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+        for ax, (label, keys) in zip(axes, panels, strict=True):
+            for key in keys:
+                _draw(ax, records, key)
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+        axes[0].set_title(title)
+        axes[-1].set_xlabel("step")
+        path = out_dir / f"{stem}.png"
+        fig.savefig(path, dpi=100)
+        written.append(path)
+    return written

@@ -1,0 +1,237 @@
+"""The shipped prompt sets and judge pairs load and meet their targets; the loaders reject bad
+files with a DataError that names the file and the line."""
+
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+
+from prompts import CATEGORIES, CRITERIA, DataError, load_judge_pairs, load_prompts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data")
+TRAIN = os.path.join(DATA, "prompts.jsonl")
+EVAL = os.path.join(DATA, "eval.jsonl")
+PAIRS = os.path.join(DATA, "judge_pairs.jsonl")
+
+
+def norm(text):
+    return " ".join(text.split()).lower()
+
+
+@pytest.fixture(scope="module")
+def train():
+    return load_prompts(TRAIN)
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return load_prompts(EVAL)
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return load_judge_pairs(PAIRS)
+
+
+# ---- shipped files ------------------------------------------------------------------------
+
+
+def test_train_and_eval_sizes(train, held_out):
+    assert len(train) >= 1200
+    assert len(held_out) >= 200
+
+
+@pytest.mark.parametrize("name", ["train", "held_out"])
+def test_every_category_present_and_controls_at_least_a_quarter(name, request):
+    rows = request.getfixturevalue(name)
+    counts = {c: sum(r["category"] == c for r in rows) for c in CATEGORIES}
+    assert all(n >= 50 for n in counts.values()), counts
+    assert counts["control"] / len(rows) >= 0.25, counts
+
+
+def test_train_and_eval_share_no_ids_or_prompts(train, held_out):
+    assert not {r["id"] for r in train} & {r["id"] for r in held_out}
+    assert not {norm(r["prompt"]) for r in train} & {norm(r["prompt"]) for r in held_out}
+    assert all(r["id"].startswith("eval-") for r in held_out)
+    assert not any(r["id"].startswith("eval-") for r in train)
+
+
+def test_sources_are_labelled(train, held_out):
+    for r in train + held_out:
+        assert r["source"] == "handwritten" or r["source"].startswith("template:"), r
+    # eval uses held-out frames, never the training templates' own sources
+    train_templates = {r["source"] for r in train if r["source"] != "handwritten"}
+    eval_templates = {r["source"] for r in held_out if r["source"] != "handwritten"}
+    shared = train_templates & eval_templates
+    assert shared <= {
+        "template:category-error",
+        "template:nonexistent",
+        "template:word-salad",
+        "template:scramble",
+        "template:contradiction",
+        "template:truncated",
+    }, shared  # nonsense generators: held-out fillers/frames, same generator name
+
+
+def test_judge_pairs_meet_targets(pairs):
+    assert len(pairs) >= 120
+    for criterion in CRITERIA:
+        assert sum(p["criterion"] == criterion for p in pairs) >= 35, criterion
+    controls = [p for p in pairs if p["criterion"] == "scrutiny" and p["category"] == "control"]
+    assert len(controls) >= 10
+    assert len({p["id"] for p in pairs}) == len(pairs)
+    longer_worse = [p for p in pairs if len(p["worse"].split()) > len(p["better"].split())]
+    assert len(longer_worse) >= 15  # length-bias probes
+    assert sum(p["criterion"] == "curiosity" for p in longer_worse) >= 5
+
+
+def test_judge_pair_prompts_are_not_eval_prompts(pairs, held_out):
+    # the judge may see these pairs as examples; eval prompts must stay unseen
+    assert not {norm(p["prompt"]) for p in pairs} & {norm(r["prompt"]) for r in held_out}
+
+
+def test_judge_pair_responses_are_short(pairs):
+    for p in pairs:
+        for side in ("better", "worse"):
+            # rough sentence count (initials like "J. B. S." and "Jr." are not sentence ends)
+            text = re.sub(r"\b(?:[A-Z]|Jr|Mr|Dr|St)\.", "", p[side])
+            sentences = re.findall(r"[.!?]['\")]*(?:\s|$)", text)
+            assert 1 <= len(sentences) <= 5, (p["id"], side, p[side])
+
+
+def test_shipped_files_match_the_generator():
+    spec = importlib.util.spec_from_file_location("make_data", os.path.join(DATA, "make_data.py"))
+    make_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_data)
+    train_split = make_data.build_train()
+    eval_split = make_data.build_eval(train_split)
+    with open(TRAIN, encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == train_split.records()
+    with open(EVAL, encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == eval_split.records("eval-")
+    with open(PAIRS, encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == make_data.judge_pair_records()
+
+
+# ---- validation errors --------------------------------------------------------------------
+
+GOOD = {"id": "x-1", "category": "control", "prompt": "Why is the sky blue?", "source": "test"}
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def good(**changes):
+    record = dict(GOOD, **changes)
+    return json.dumps({k: v for k, v in record.items() if v is not None})
+
+
+BAD_PROMPT_FILES = {
+    "invalid json": ([good(), '{"id": "x-2", "category": '], 2, "not valid JSON"),
+    "not an object": ([good(), "[1, 2]"], 2, "JSON object"),
+    "missing field": ([good(), good(id="x-2", source=None)], 2, "missing field 'source'"),
+    "wrong type": ([good(), good(id="x-2", prompt=7)], 2, "must be a string"),
+    "unknown category": ([good(), good(id="x-2", category="trivia")], 2, "not one of"),
+    "empty prompt": ([good(), good(id="x-2", prompt="")], 2, "empty"),
+    "whitespace prompt": ([good(), good(id="x-2", prompt="   \t")], 2, "empty"),
+    "duplicate id": ([good(), good(prompt="Another?"), good(id="x-3")], 2, "duplicate id"),
+    "duplicate prompt": ([good(), good(id="x-2")], 2, "duplicate prompt"),
+    "extra field": ([good(), good(id="x-2", extra="?")], 2, "unknown field"),
+    "blank line": ([good(), "", good(id="x-2", prompt="Other?")], 2, "blank line"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROMPT_FILES))
+def test_load_prompts_rejects_bad_lines_with_line_number(case, tmp_path):
+    lines, line_no, fragment = BAD_PROMPT_FILES[case]
+    path = write_lines(tmp_path / "bad.jsonl", lines)
+    with pytest.raises(DataError) as info:
+        load_prompts(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert f"line {line_no}" in message
+    assert fragment in message
+    assert info.value.line == line_no
+
+
+def test_duplicate_id_names_the_first_line(tmp_path):
+    path = write_lines(tmp_path / "dup.jsonl", [good(), good(prompt="A?"), good(prompt="B?")])
+    with pytest.raises(DataError, match=r"line 2: duplicate id 'x-1' \(first on line 1\)"):
+        load_prompts(path)
+
+
+def test_all_problems_are_reported(tmp_path):
+    path = write_lines(tmp_path / "many.jsonl", [good(), "nope", good(id="x-2", category="z")])
+    with pytest.raises(DataError) as info:
+        load_prompts(path)
+    assert "line 2" in str(info.value) and "line 3" in str(info.value)
+
+
+def test_missing_file_names_the_path(tmp_path):
+    path = tmp_path / "nowhere.jsonl"
+    with pytest.raises(DataError, match="file not found") as info:
+        load_prompts(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(DataError, match="file not found"):
+        load_judge_pairs(path)
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "   \n"])
+def test_empty_file_is_an_error(content, tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match="empty"):
+        load_prompts(path)
+    with pytest.raises(DataError, match="empty"):
+        load_judge_pairs(path)
+
+
+def test_good_file_round_trips(tmp_path):
+    path = write_lines(tmp_path / "ok.jsonl", [good(), good(id="x-2", prompt="Why not?")])
+    assert [r["id"] for r in load_prompts(path)] == ["x-1", "x-2"]
+
+
+PAIR = {
+    "id": "p-1",
+    "criterion": "scrutiny",
+    "category": "false_premise",
+    "prompt": "Why is the Sun a planet?",
+    "better": "The Sun is a star, not a planet.",
+    "worse": "Because it is big.",
+}
+
+
+def pair(**changes):
+    record = dict(PAIR, **changes)
+    return json.dumps({k: v for k, v in record.items() if v is not None})
+
+
+BAD_PAIR_FILES = {
+    "unknown criterion": ([pair(), pair(id="p-2", criterion="honesty")], 2, "not one of"),
+    "unknown category": ([pair(), pair(id="p-2", category="other")], 2, "not one of"),
+    "empty better": ([pair(), pair(id="p-2", better=" ")], 2, "empty"),
+    "missing worse": ([pair(), pair(id="p-2", worse=None)], 2, "missing field 'worse'"),
+    "same responses": ([pair(), pair(id="p-2", worse=PAIR["better"])], 2, "identical"),
+    "duplicate id": ([pair(), pair()], 2, "duplicate id"),
+    "invalid json": ([pair(), pair()[:-1]], 2, "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PAIR_FILES))
+def test_load_judge_pairs_rejects_bad_lines_with_line_number(case, tmp_path):
+    lines, line_no, fragment = BAD_PAIR_FILES[case]
+    path = write_lines(tmp_path / "pairs.jsonl", lines)
+    with pytest.raises(DataError) as info:
+        load_judge_pairs(path)
+    assert str(path) in str(info.value)
+    assert f"line {line_no}" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_data_error_is_a_value_error():
+    assert issubclass(DataError, ValueError)
