@@ -48,7 +48,8 @@ def _f(default, help_text, **kw):
 class TrainConfig:
     model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
     reward: str = _f("rubric", "reward: rubric (model-judged) or happy (toy, hackable)")
-    data: str = _f("data/prompts.jsonl", "training prompts (validated before step 1)")
+    data: str | None = _f(None, "training prompts, validated before step 1 (default: "
+                          "data/prompts.jsonl; data/happy_prompts.jsonl for --reward happy)")
     eval_data: str = _f("data/eval.jsonl", "held-out prompts for --eval-every")
     steps: int = _f(60, "optimizer steps to run (total, including resumed ones)")
     prompts_per_step: int = _f(4, "distinct prompts B per step")
@@ -111,6 +112,9 @@ class TrainConfig:
             "steps, max_new_tokens and num_iterations must be >= 1",
         )
         need(self.reward in ("rubric", "happy"), f"reward={self.reward!r}: use rubric or happy")
+        if self.data is None:  # the toy reward needs prompts that sometimes draw "happy"
+            self.data = "data/happy_prompts.jsonl" if self.reward == "happy" \
+                else "data/prompts.jsonl"
         need(self.judge in ("frozen", "live"), f"judge={self.judge!r}: use frozen or live")
         need(self.ref_quant_bits in (0, 4, 8), f"ref_quant_bits={self.ref_quant_bits}: 0, 4, 8")
         need(
