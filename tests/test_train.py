@@ -156,3 +156,20 @@ def test_config_file_and_flag_override(tmp_path):
     args = train.build_parser().parse_args(["--no-scale-by-std", "--kl-target", "0.1"])
     cfg = train.resolve_config(args)
     assert cfg.scale_by_std is False and cfg.kl_target == 0.1
+
+
+def test_eval_subset_takes_every_category_in_turn():
+    import evaluate
+
+    recs = [{"category": c, "id": f"{c}{i}"} for c in ("b", "a") for i in range(3)]
+    recs.append({"category": "c", "id": "c0"})
+    got = [r["id"] for r in evaluate.eval_subset(recs, 5)]
+    assert got == ["a0", "b0", "c0", "a1", "b1"]
+
+
+def test_pushback_detector():
+    import evaluate
+
+    assert evaluate.pushes_back("Actually, the Great Wall is not visible from the Moon.")
+    assert evaluate.pushes_back("That is a common MISCONCEPTION.")
+    assert not evaluate.pushes_back("Octopuses have three hearts because gills need pressure.")

@@ -1,0 +1,186 @@
+"""The run configuration: one dataclass with defaults and one-line help, its CLI, file loading.
+
+`TrainConfig` checks its invariants in `__post_init__` with messages that name the value and the
+fix; `build_parser` derives every flag from the dataclass fields (so help and defaults cannot
+drift); `resolve_config` layers defaults < a saved config file < flags given on the command line.
+The resolved config is saved as JSON beside every checkpoint. Nothing here touches a model.
+"""
+
+import argparse
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpo
+
+
+def _f(default, help_text, **kw):
+    return field(default=default, metadata={"help": help_text, **kw})
+
+
+@dataclass
+class TrainConfig:
+    model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
+    reward: str = _f("rubric", "reward: rubric (model-judged) or happy (toy, hackable)")
+    data: str | None = _f(
+        None,
+        "training prompts, validated before step 1 (default: "
+        "data/prompts.jsonl; data/happy_prompts.jsonl for --reward happy)",
+    )
+    eval_data: str = _f("data/eval.jsonl", "held-out prompts for --eval-every")
+    steps: int = _f(60, "optimizer steps to run (total, including resumed ones)")
+    prompts_per_step: int = _f(4, "distinct prompts B per step")
+    group_size: int = _f(4, "completions G per prompt (>= 2 for a group baseline)")
+    max_new_tokens: int = _f(64, "generation cap per completion")
+    temperature: float = _f(1.0, "sampling temperature (log-probs use the same)")
+    top_p: float = _f(1.0, "nucleus sampling mass")
+    ignore_eos: bool = _f(False, "generate exactly max_new_tokens (for benchmarks)")
+    lr: float = _f(2e-6, "peak AdamW learning rate")
+    warmup_steps: int = _f(3, "linear warm-up steps")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
+    grad_accum: int = _f(1, "micro-batches per step (splits the B groups)")
+    num_iterations: int = _f(1, "updates per rollout batch (PPO's mu), ratio vs rollout policy")
+    loss_type: str = _f("grpo", "grpo | dr_grpo | dapo")
+    clip_eps_low: float = _f(0.2, "ratio floor 1 - eps_low")
+    clip_eps_high: float | None = _f(None, "ratio ceiling 1 + eps_high (default 0.28 dapo)")
+    scale_by_std: bool = _f(True, "divide advantages by the group std (off for dr_grpo)")
+    std_floor: float = _f(1e-2, "floor on the group std when scaling")
+    min_group_std: float = _f(0.0, "drop groups whose reward std is below this (0 = keep all)")
+    kl_coef: float = _f(0.04, "KL penalty coefficient (initial value when adaptive)")
+    kl_target: float | None = _f(None, "target KL per token: adapt the coefficient (Ziegler)")
+    kl_horizon: int = _f(10000, "adaptive KL horizon, in samples")
+    kl_estimator: str = _f("k3", "k1 | k2 | k3")
+    kl_direction: str = _f("reverse", "reverse | forward | symmetric")
+    lora_rank: int = _f(0, "0 = full fine-tuning, else the LoRA rank")
+    lora_alpha: float = _f(16.0, "LoRA alpha (scale = alpha / rank)")
+    lora_targets: str = _f("q_proj,k_proj,v_proj,o_proj", "comma-separated LoRA target layers")
+    ref_quant_bits: int = _f(0, "quantize the frozen reference to 8 or 4 bits (0 = off)")
+    judge: str = _f("frozen", "frozen (starting weights) | live (the current policy)")
+    judge_model: str | None = _f(None, "judge with this checkpoint instead")
+    judge_chunk_size: int | None = _f(None, "judge micro-batch (default 24)")
+    length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
+    length_target: int = _f(120, "words allowed before the length penalty")
+    eval_every: int = _f(0, "evaluate on --eval-data every N steps (0 = off)")
+    eval_limit: int = _f(32, "eval prompts per evaluation")
+    save_every: int = _f(10, "checkpoint every N steps (and at the end, and on Ctrl-C)")
+    seed: int = _f(0, "seed for data order, sampling and LoRA init")
+    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    out_dir: str = _f("runs", "parent folder of run directories")
+    run_name: str | None = _f(None, "run directory name (default: built from hyperparameters)")
+
+    def __post_init__(self):
+        def need(ok, msg):
+            if not ok:
+                raise ValueError(msg)
+
+        need(
+            self.group_size >= 2,
+            f"group_size={self.group_size}: GRPO needs >= 2 completions "
+            "per prompt for a group baseline; use --group-size 4",
+        )
+        need(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: use >= 1")
+        need(
+            self.prompts_per_step % self.grad_accum == 0,
+            f"prompts_per_step={self.prompts_per_step} is not divisible by grad_accum="
+            f"{self.grad_accum}: micro-batches split the groups evenly",
+        )
+        need(
+            self.steps >= 1 and self.max_new_tokens >= 1 and self.num_iterations >= 1,
+            "steps, max_new_tokens and num_iterations must be >= 1",
+        )
+        need(self.reward in ("rubric", "happy"), f"reward={self.reward!r}: use rubric or happy")
+        if self.data is None:  # the toy reward needs prompts that sometimes draw "happy"
+            self.data = (
+                "data/happy_prompts.jsonl" if self.reward == "happy" else "data/prompts.jsonl"
+            )
+        need(self.judge in ("frozen", "live"), f"judge={self.judge!r}: use frozen or live")
+        need(self.ref_quant_bits in (0, 4, 8), f"ref_quant_bits={self.ref_quant_bits}: 0, 4, 8")
+        need(
+            not (self.ref_quant_bits and self.lora_rank),
+            "ref_quant_bits needs full fine-tuning: with LoRA the reference is the base model "
+            "with adapters off, which costs no memory",
+        )
+        need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
+        self.loss_config()  # validates loss_type, clipping and KL settings
+
+    def loss_config(self) -> grpo.LossConfig:
+        return grpo.LossConfig(
+            loss_type=self.loss_type,
+            clip_eps_low=self.clip_eps_low,
+            clip_eps_high=self.clip_eps_high,
+            kl_estimator=self.kl_estimator,
+            kl_direction=self.kl_direction,
+            max_completion_len=self.max_new_tokens,
+        )
+
+    def needs_reference(self) -> bool:
+        return self.kl_coef > 0 or self.kl_target is not None
+
+    def default_run_name(self) -> str:
+        slug = Path(self.model).name.replace("/", "_")
+        kl = f"kl{self.kl_coef:g}" + (f"t{self.kl_target:g}" if self.kl_target else "")
+        ft = f"lora{self.lora_rank}" if self.lora_rank else "full"
+        return (
+            f"{slug}_{self.reward}_{self.loss_type}_{ft}_b{self.prompts_per_step}"
+            f"g{self.group_size}_lr{self.lr:g}_{kl}_s{self.seed}_"
+            f"{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="GRPO on a rubric reward (rl-values).")
+    p.add_argument(
+        "--config",
+        help="a saved config JSON (e.g. RUN_DIR/config.json); flags given here override it",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its newest "
+        "checkpoint (uses its config; flags such as --steps override)",
+    )
+    p.add_argument("--plot", metavar="RUN_DIR", help="write PNG curves of RUN_DIR and exit")
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = f.type if isinstance(f.type, type) else str(f.type)
+        if kind is bool:
+            p.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=f.metadata["help"],
+            )
+            continue
+        conv = {int: int, float: float, str: str}.get(kind)
+        if conv is None:  # optional fields: "float | None" etc.
+            conv = float if "float" in kind else int if "int" in kind else str
+        p.add_argument(
+            flag,
+            type=conv,
+            default=argparse.SUPPRESS,
+            help=f"{f.metadata['help']} (default: {f.default})",
+        )
+    return p
+
+
+def resolve_config(args: argparse.Namespace) -> TrainConfig:
+    """Defaults < --config / the resumed run's config < flags given on the command line."""
+    base = {}
+    source = args.config or (Path(args.resume) / "config.json" if args.resume else None)
+    if source:
+        path = Path(source)
+        if not path.exists():
+            raise SystemExit(f"config file {path} does not exist")
+        base = json.loads(path.read_text())
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        unknown = sorted(set(base) - known)
+        if unknown:
+            raise SystemExit(f"{path}: unknown config fields {unknown}; valid: {sorted(known)}")
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "resume", "plot")}
+    try:
+        return TrainConfig(**{**base, **flags})
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"invalid config: {e}") from e
