@@ -97,11 +97,28 @@ def _targets(cfg: TrainConfig) -> list[str]:
     return [t.strip() for t in cfg.lora_targets.split(",") if t.strip()]
 
 
-def frozen_copy(model: Model, quant_bits: int = 0) -> Model:
+def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
+    """A frozen copy of `model`; with quant_bits, its transformer-block Linears quantized.
+
+    The embedding / LM head stays in float: log-probs read its rows directly."""
     copy = Model(model.args)
     copy.load_weights(tree_flatten(model.parameters()), strict=True)
     if quant_bits:
-        nn.quantize(copy, group_size=64, bits=quant_bits)
+
+        def block_linear(path, module):
+            return (
+                isinstance(module, nn.Linear)
+                and path.startswith("model.layers.")
+                and module.weight.shape[-1] % group_size == 0
+            )
+
+        nn.quantize(copy, group_size=group_size, bits=quant_bits, class_predicate=block_linear)
+        n = sum(isinstance(m, nn.QuantizedLinear) for _, m in copy.named_modules())
+        if n == 0:
+            raise ValueError(
+                f"ref_quant_bits={quant_bits}: no layer's input size is a "
+                f"multiple of {group_size}; use --ref-quant-bits 0"
+            )
     copy.freeze()
     copy.eval()
     mx.eval(copy.parameters())

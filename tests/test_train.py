@@ -1,10 +1,10 @@
 """The training loop on a tiny model: it learns something, resumes exactly, survives Ctrl-C."""
 
-import backend  # noqa: F401
-
 import json
 import os
 import signal
+
+import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
@@ -173,3 +173,60 @@ def test_pushback_detector():
     assert evaluate.pushes_back("Actually, the Great Wall is not visible from the Moon.")
     assert evaluate.pushes_back("That is a common MISCONCEPTION.")
     assert not evaluate.pushes_back("Octopuses have three hearts because gills need pressure.")
+
+
+def test_prefix_shared_logprobs_equal_unshared_forward():
+    """Prompt run once per group + completions on its cache == each full sequence run alone."""
+    from gwen import sequence_logprobs
+
+    g = tiny_policy()
+    s = g.sample_group(["t5 t6 t7", "t8 t9"], 3, 7, temperature=1.0, seed=2, stop_at_eos=False)
+    shared = sequence_logprobs(g.model, s.prompt_tokens, s.prompt_pad, s.tokens, 3, 0.9)
+    P = s.prompt_tokens.shape[1]
+    for r in range(6):
+        b = r // 3
+        prompt = s.prompt_tokens[b, int(s.prompt_pad[b].item()) :]
+        full = mx.concatenate([prompt, s.tokens[r]])[None]
+        logits = g.model(full)[0, prompt.shape[0] - 1 : -1] / 0.9
+        want = mx.take_along_axis(
+            logits - mx.logsumexp(logits, axis=-1, keepdims=True), s.tokens[r][:, None], axis=-1
+        )[:, 0]
+        diff = mx.abs(shared[r] - want).max().item()
+        assert diff <= 1e-4, (r, diff, P)
+
+
+def test_lora_run_trains_only_adapters_and_reference_is_the_base(tmp_path):
+    policy = tiny_policy()
+    base = weights(policy)
+    run_dir = train.run(
+        tiny_config(tmp_path, steps=2, lora_rank=4, lora_targets="q_proj,v_proj"),
+        policy=policy,
+        reward_fn=low_tokens,
+    )
+    after = dict(tree_flatten(policy.model.parameters()))
+    for k, v in base.items():  # base weights live on as `...q_proj.base.weight` etc.
+        k2 = k.replace("q_proj.weight", "q_proj.base.weight").replace(
+            "v_proj.weight", "v_proj.base.weight"
+        )
+        assert np.array_equal(np.array(after[k2]), v), f"base weight {k} changed"
+    lora_b = [v for k, v in after.items() if k.endswith("lora_b")]
+    assert lora_b and all(mx.abs(v).max().item() > 0 for v in lora_b), "adapters did not train"
+    ckpt = checkpoint.latest(run_dir)
+    assert (ckpt / "adapters.safetensors").exists() and (ckpt / "adapter_config.json").exists()
+
+
+def test_quantized_reference_runs(tmp_path):
+
+    wide = dict(QWEN3, hidden_size=64, intermediate_size=128, num_attention_heads=8)
+    policy = Gwen(tiny_model(wide, seed=1), tiny_tokenizer(wide["vocab_size"]))
+    ref = train.frozen_copy(policy.model, quant_bits=8)
+    kinds = {type(m).__name__ for _, m in ref.named_modules()}
+    assert "QuantizedLinear" in kinds and "QuantizedEmbedding" not in kinds
+    logits_diff = mx.abs(ref(mx.array([[1, 2, 3]])) - policy.model(mx.array([[1, 2, 3]])))
+    assert 0 < logits_diff.max().item() < 0.5, "8-bit reference should be close, not equal"
+    run_dir = train.run(
+        tiny_config(tmp_path, steps=1, ref_quant_bits=8), policy=policy, reward_fn=low_tokens
+    )
+    assert np.isfinite(metric_rows(run_dir)[0]["kl_mean"])
+    with pytest.raises(ValueError, match="multiple of 64"):
+        train.frozen_copy(tiny_policy().model, quant_bits=8)
