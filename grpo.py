@@ -18,9 +18,9 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+import numpy as np
 
 # isort: split
 import mlx.core as mx

@@ -3,10 +3,10 @@
 import json
 import math
 
+import backend  # noqa: F401
+
 import numpy as np
 import pytest
-
-import backend  # noqa: F401
 
 # isort: split
 import mlx.core as mx
