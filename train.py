@@ -143,16 +143,6 @@ def make_scorer(cfg: TrainConfig, judge: Gwen | None, reward_fn):
         def score(prompts, completions, categories):
             return list(fn(prompts, completions, categories=categories)), None, 0
 
-    if cfg.length_penalty > 0:
-        inner = score
-
-        def score(prompts, completions, categories):  # noqa: F811  (wraps the choice above)
-            values, details, failures = inner(prompts, completions, categories)
-            pen = rewards_mod.length_penalty(
-                completions, target_words=cfg.length_target, per_word=cfg.length_penalty
-            )
-            return [v + p for v, p in zip(values, pen, strict=True)], details, failures
-
     def checked(prompts, completions, categories):
         values, details, failures = score(prompts, completions, categories)
         values = np.asarray(values, dtype=np.float64)
@@ -160,6 +150,12 @@ def make_scorer(cfg: TrainConfig, judge: Gwen | None, reward_fn):
             raise ValueError(
                 f"reward returned {values.shape} values for {len(completions)} "
                 "completions: a reward must give one float per completion"
+            )
+        if cfg.length_penalty > 0:
+            values = values + np.asarray(
+                rewards_mod.length_penalty(
+                    completions, target_words=cfg.length_target, per_word=cfg.length_penalty
+                )
             )
         return values, details, failures
 

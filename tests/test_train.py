@@ -230,3 +230,10 @@ def test_quantized_reference_runs(tmp_path):
     assert np.isfinite(metric_rows(run_dir)[0]["kl_mean"])
     with pytest.raises(ValueError, match="multiple of 64"):
         train.frozen_copy(tiny_policy().model, quant_bits=8)
+
+
+def test_length_penalty_is_added_to_the_reward():
+    cfg = tiny_config("/tmp", length_penalty=0.5, length_target=2)
+    score = train.make_scorer(cfg, None, lambda p, c, **kw: [1.0] * len(c))
+    values, details, failures = score(["q", "q"], ["a b", "a b c d"], ["control", "control"])
+    assert values.tolist() == [1.0, 0.0] and details is None and failures == 0  # 1 - 0.5 * 2
