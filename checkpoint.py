@@ -39,10 +39,8 @@ def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
     if lora_cfg:
         lora.save_adapters(model, out, lora_cfg["rank"], lora_cfg["alpha"], lora_cfg["targets"])
         return
-    weights = dict(tree_flatten(model.parameters()))
-    if model.args.tie_word_embeddings:
-        weights.pop("lm_head.weight", None)
-    mx.save_safetensors(str(out / "model.safetensors"), weights)
+    # A tied model has no lm_head parameter, so this is exactly the HF key set.
+    mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
     config = {k: v for k, v in dataclasses.asdict(model.args).items() if v is not None}
     (out / "config.json").write_text(json.dumps(config, indent=1))
     tokenizer.save_pretrained(str(out))

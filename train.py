@@ -397,6 +397,7 @@ def step_metrics(run: Run, b: dict, upd: dict, update_s: float) -> dict:
 
 def log_rollouts(run: Run, step: int, b: dict) -> None:
     s, rewards, adv = b["sample"], b["rewards"].reshape(-1), np.asarray(b["adv"])
+    lengths = s.lengths  # one host conversion, not one per row
     rows = []
     for i, r in enumerate(b["flat"]):
         d = b["details"][i] if b["details"] else {"reward": rewards[i]}
@@ -407,10 +408,10 @@ def log_rollouts(run: Run, step: int, b: dict) -> None:
                 "category": r["category"],
                 "prompt": r["prompt"],
                 "completion": s.texts[i],
-                "scores": json.dumps({k: v for k, v in d.items()}, default=float),
+                "scores": json.dumps(d, default=float),
                 "reward": float(rewards[i]),
                 "advantage": float(adv[i]),
-                "length": int(s.lengths[i]),
+                "length": int(lengths[i]),
                 "finished": int(s.finished[i]),
             }
         )
