@@ -3,8 +3,8 @@
 Both sample B prompts x G completions of exactly --max-tokens tokens (EOS ignored) at the same
 temperature/top-p. mlx_lm gets our float32 weights in its own model class, all B*G rows in one
 batch (its fastest setting), and no log-probs; ours returns log-probs too. After a warm-up,
-each side runs --trials times; the medians give tokens/s and the ratio. --profile times the
-pieces of our decode step in isolation to show where the time goes.
+the sides alternate for --trials rounds; the medians give tokens/s and the ratio. --profile
+times the pieces of our decode step in isolation to show where the time goes.
 """
 
 import argparse
@@ -83,17 +83,25 @@ def run_mlx_lm(twin, tokenizer, prompt_ids, a, seed):
     return sum(len(t) for t in out.token_ids)
 
 
-def measure(fn, trials):
-    """Warm-up once, then `trials` timed runs: (median seconds, tokens, peak MB)."""
-    fn(0)
-    mx.clear_cache()
-    mx.reset_peak_memory()
-    times, tokens = [], None
+def measure(sides: dict, trials: int) -> dict:
+    """Warm each side up once, then `trials` rounds with the sides alternating (drift on a shared
+    machine hits both alike). Per side: median seconds, tokens, peak MB, every trial's time."""
+    for fn in sides.values():
+        fn(0)
+    times = {name: [] for name in sides}
+    peaks, tokens = dict.fromkeys(sides, 0.0), {}
     for t in range(trials):
-        start = time.perf_counter()
-        tokens = fn(t + 1)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), tokens, mx.get_peak_memory() / 2**20
+        for name, fn in sides.items():
+            mx.clear_cache()
+            mx.reset_peak_memory()
+            start = time.perf_counter()
+            tokens[name] = fn(t + 1)
+            times[name].append(time.perf_counter() - start)
+            peaks[name] = max(peaks[name], mx.get_peak_memory() / 2**20)
+    return {
+        name: (statistics.median(times[name]), tokens[name], peaks[name], times[name])
+        for name in sides
+    }
 
 
 def profile(gwen, prompts, a):
@@ -110,12 +118,14 @@ def profile(gwen, prompts, a):
             ts.append(time.perf_counter() - start)
         return 1e3 * statistics.median(ts)
 
+    capacity = toks.shape[1] + a.max_tokens
+
     def prefill():
-        cache, h = gwen.prefill(toks, pad, toks.shape[1])
+        cache, h = gwen.prefill(toks, pad, capacity)
         mx.eval(h, cache.keys)
 
-    cache, h = gwen.prefill(toks, pad, toks.shape[1])
-    big = cache.broadcast_batch(a.group_size, toks.shape[1] + a.max_tokens)
+    cache, h = gwen.prefill(toks, pad, capacity)
+    big = cache.broadcast_batch(a.group_size)
     mx.eval(big.keys, big.values)
     x = mx.zeros((n, 1), dtype=mx.int32)
 
@@ -131,7 +141,7 @@ def profile(gwen, prompts, a):
     return {
         "prefill_ms (once per call)": timed(prefill, 3),
         "broadcast_ms (once per call)": timed(
-            lambda: mx.eval(cache.broadcast_batch(a.group_size, big.capacity).keys), 3
+            lambda: mx.eval(cache.broadcast_batch(a.group_size).keys), 3
         ),
         "body_forward_ms (per step)": timed(body),
         "lm_head_ms (per step)": timed(lambda: mx.eval(hidden @ W.T)),
@@ -175,21 +185,23 @@ def main(argv=None):
         "trials": a.trials,
         "mlx": mx.__version__,
     }
-    s, tokens, peak = measure(lambda seed: run_ours(gwen, prompts, a, seed), a.trials)
-    result.update(ours_s=s, ours_tokens=tokens, ours_tok_s=tokens / s, ours_peak_mb=peak)
+    sides = {"ours": lambda seed: run_ours(gwen, prompts, a, seed)}
     if not a.skip_mlx_lm:
         twin = mlx_lm_twin(gwen.model)
         ids = [gwen.chat_tokens(q) for q in prompts]
-        s, tokens, peak = measure(
-            lambda seed: run_mlx_lm(twin, gwen.tokenizer, ids, a, seed), a.trials
-        )
+        sides["mlx_lm"] = lambda seed: run_mlx_lm(twin, gwen.tokenizer, ids, a, seed)
+    for name, (s, tokens, peak, trials) in measure(sides, a.trials).items():
         result.update(
-            mlx_lm_s=s,
-            mlx_lm_tokens=tokens,
-            mlx_lm_tok_s=tokens / s,
-            mlx_lm_peak_mb=peak,
-            ratio=result["ours_tok_s"] / (tokens / s),
+            {
+                f"{name}_s": s,
+                f"{name}_tokens": tokens,
+                f"{name}_tok_s": tokens / s,
+                f"{name}_peak_mb": peak,
+                f"{name}_trials_s": [round(x, 3) for x in trials],
+            }
         )
+    if not a.skip_mlx_lm:
+        result["ratio"] = result["ours_tok_s"] / result["mlx_lm_tok_s"]
     if a.profile:
         result["profile"] = profile(gwen, prompts, a)
     if a.json:

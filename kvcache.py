@@ -94,6 +94,9 @@ class KVCache:
         out.keys, out.values = [], []
         for src, dst in ((self.keys, out.keys), (self.values, out.values)):
             for buf in src:
+                if capacity == buf.shape[2]:  # one pass; slots past offset are never read
+                    dst.append(mx.repeat(buf, group_size, axis=0))
+                    continue
                 B, H, _, D = buf.shape
                 filled = mx.repeat(buf[:, :, : self.offset, :], group_size, axis=0)
                 room = mx.zeros((B * group_size, H, capacity - self.offset, D), dtype=buf.dtype)

@@ -113,6 +113,65 @@ def test_top_p_never_draws_outside_nucleus(sampler):
     assert set(np.unique(tokens)) == {0, 1}, "0.5 + 0.3 reaches top_p=0.75; 2 and 3 are out"
 
 
+def test_block_draw_matches_the_full_inverse_cdf():
+    # vocabularies below, at and across block boundaries; zero-mass tokens among them
+    rng = np.random.default_rng(3)
+    for vocab in (1, 7, gwen_mod._BLOCK, gwen_mod._BLOCK + 1, 3 * gwen_mod._BLOCK - 5):
+        p = rng.random((40, vocab)).astype(np.float32) ** 4
+        p[:, ::3] = 0.0
+        if vocab == 1:
+            p[:] = 1.0
+        r = rng.random(40)
+        got = gwen_mod._draw(p, r)
+        cdf = np.cumsum(p.astype(np.float64), axis=1)
+        want = (cdf <= (r * cdf[:, -1])[:, None]).sum(axis=1)
+        assert got.tolist() == want.tolist(), vocab
+        assert (p[np.arange(40), got] > 0).all(), "drew a token with zero mass"
+    # r at the top of [0, 1): rounding must not land on a trailing zero-mass token
+    p = np.zeros((2, 600), dtype=np.float32)
+    p[:, 10], p[:, 300] = 1.0, 2.0
+    assert gwen_mod._draw(p, np.array([0.0, np.nextafter(1.0, 0.0)])).tolist() == [10, 300]
+
+
+def test_numpy_sampler_distribution_over_a_large_vocabulary():
+    # 3 blocks and a tail: frequencies of the 8 likely tokens match their probabilities
+    vocab = 3 * gwen_mod._BLOCK + 40
+    logits = np.full(vocab, -30.0, dtype=np.float32)
+    hot = np.array([0, 255, 256, 511, 600, vocab - 41, vocab - 2, vocab - 1])
+    probs = np.array([0.2, 0.1, 0.15, 0.05, 0.1, 0.2, 0.1, 0.1])
+    logits[hot] = np.log(probs)
+    tokens, logp = _sample_numpy(np.tile(logits, (40000, 1)), 1.0, 1.0, np.random.default_rng(2))
+    freq = np.bincount(tokens, minlength=vocab)[hot] / len(tokens)
+    assert np.allclose(freq, probs, atol=0.01), freq
+    full = logits - np.log(np.exp(logits.astype(np.float64)).sum())
+    assert np.allclose(logp, full[tokens], atol=1e-5)
+
+
+def test_nucleus_wider_than_the_partial_sort_falls_back_to_a_full_sort():
+    rng = np.random.default_rng(4)
+    vocab = gwen_mod._NUCLEUS_K * 3
+    p = rng.random((6, vocab)).astype(np.float32)  # nearly flat: the 0.9 nucleus is ~2800 wide
+    p[0, :5] = 1e4  # row 0: a narrow nucleus, found in the partial sort
+    want = []
+    for row in p:
+        order = np.argsort(-row, kind="stable")
+        mass_before = np.cumsum(row[order].astype(np.float64)) - row[order]
+        keep = np.zeros(vocab, dtype=bool)
+        keep[order[mass_before < 0.9 * row.sum(dtype=np.float64)]] = True
+        want.append(keep)
+    got = p.copy()
+    gwen_mod._nucleus_inplace(got, 0.9)
+    assert ((got > 0) == np.array(want)).all()
+    assert (got[0] > 0).sum() == 5 and (got[1] > 0).sum() > gwen_mod._NUCLEUS_K
+
+
+def test_numpy_sampler_rejects_nan_logits():
+    logits = np.zeros((3, 10), dtype=np.float32)
+    logits[1, 4] = np.nan
+    with pytest.raises(ValueError, match=r"rows \[1\]"):
+        _sample_numpy(logits, 1.0, 1.0, np.random.default_rng(0))
+
+
 def test_bad_sampling_arguments(tiny):
     for kw in [dict(group_size=0), dict(max_new_tokens=0), dict(temperature=-1), dict(top_p=0.0)]:
         args = dict(group_size=2, max_new_tokens=4, temperature=1.0, top_p=1.0) | kw

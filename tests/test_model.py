@@ -83,6 +83,25 @@ def test_broadcast_batch_equals_separate_prefills():
         assert diff <= 1e-5, (r, diff)
 
 
+@pytest.mark.parametrize("capacity", [7, 11], ids=["room-in-source", "room-added"])
+def test_broadcast_batch_of_a_roomy_cache_equals_separate_prefills(capacity):
+    # capacity 11 == the source's: the one-pass repeat path (what sample_tokens takes)
+    m = tiny_model(QWEN3)
+    rng = np.random.default_rng(5)
+    prompts = mx.array(rng.integers(0, 97, (2, 7)))
+    cont = mx.array(rng.integers(0, 97, (4, 4)))
+    cache = KVCache.for_model(m, 2, 11 if capacity == 11 else 7)
+    m(prompts, cache)
+    shared = cache.broadcast_batch(2, capacity=11)
+    assert shared.capacity == 11 and shared.offset == 7
+    got = m(cont, shared)
+    for r in range(4):
+        alone = KVCache.for_model(m, 1, 11)
+        m(prompts[r // 2 : r // 2 + 1], alone)
+        diff = mx.abs(got[r : r + 1] - m(cont[r : r + 1], alone)).max().item()
+        assert diff <= 1e-5, (r, diff)
+
+
 def test_snapshot_is_frozen():
     m = tiny_model(QWEN3)
     cache = KVCache.for_model(m, 1, 8)
