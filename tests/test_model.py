@@ -102,6 +102,47 @@ def test_broadcast_batch_of_a_roomy_cache_equals_separate_prefills(capacity):
         assert diff <= 1e-5, (r, diff)
 
 
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
+ROPES = {
+    "default": QWEN3,
+    "linear": LLAMA | {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+    "llama3": LLAMA | {"rope_scaling": LLAMA3_ROPE, "head_dim": 12},
+}
+
+
+@pytest.mark.parametrize("name", list(ROPES))
+def test_rope_tables_match_fast_rope(name):
+    # the CPU path's shared cos/sin tables against mx.fast.rope, far positions included
+    attn = tiny_model(ROPES[name]).layers[0].self_attn
+    hd = attn.head_dim
+    x = mx.random.normal((3, 4, 5, hd), key=mx.random.key(7))
+    positions = mx.array([0, 37, 3000])
+    want = attn.rope(x, positions)
+    tables = model_mod.rope_tables(attn.inv_freq(), attn.rope_scale, positions, 5)
+    diff = mx.abs(attn.rope(x, tables) - want).max().item()
+    assert diff <= 1e-4, diff  # both use float32 angles: ~3e-5 apart at position 3000
+    near = mx.abs(attn.rope(x[:2], (tables[0][:2], tables[1][:2])) - want[:2]).max().item()
+    assert near <= 1e-5, near
+
+
+@pytest.mark.parametrize("name", ["linear", "llama3"])
+@pytest.mark.parametrize("fast_ops", [True, False], ids=["cpu-ops", "plain-ops"])
+def test_scaled_rope_models_match_mlx_lm(name, fast_ops, monkeypatch):
+    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", fast_ops)
+    config = ROPES[name]
+    ours = tiny_model(config)
+    ref = reference(config, ours)
+    tokens = mx.array(np.random.default_rng(8).integers(0, config["vocab_size"], (2, 90)))
+    diff = mx.abs(ours(tokens) - ref(tokens)).max().item()
+    assert diff <= 1e-4, f"max |ours - mlx_lm| = {diff}"
+
+
 def test_snapshot_is_frozen():
     m = tiny_model(QWEN3)
     cache = KVCache.for_model(m, 1, 8)
