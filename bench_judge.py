@@ -33,14 +33,14 @@ class MemoryCeiling:
     def __init__(self, model, max_batch: int):
         self._model, self.max_batch, self.refused = model, max_batch, 0
 
-    def hidden(self, tokens, cache=None, pad=None):
+    def hidden(self, tokens, cache=None, pad=None, blocked=False):
         if tokens.shape[0] > self.max_batch:
             self.refused += 1
             raise RuntimeError(
                 f"[malloc] Unable to allocate {tokens.size << 20} bytes. (simulated: batch "
                 f"{tokens.shape[0]} > {self.max_batch})"
             )
-        return self._model.hidden(tokens, cache, pad)
+        return self._model.hidden(tokens, cache, pad, blocked)
 
     def __call__(self, tokens, cache=None, pad=None):
         return self._model.logits(self.hidden(tokens, cache, pad))

@@ -36,25 +36,48 @@ def main(argv=None):
     if a.steps < 2:
         raise SystemExit("--steps must be >= 2: the first step is a warm-up")
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = train.TrainConfig(model=a.model, reward=a.reward, steps=a.steps,
-                                prompts_per_step=a.prompts, group_size=a.group_size,
-                                max_new_tokens=a.max_tokens, ignore_eos=True,
-                                kl_coef=a.kl_coef, lora_rank=a.lora_rank,
-                                save_every=10**9, out_dir=tmp, run_name="bench")
+        cfg = train.TrainConfig(
+            model=a.model,
+            reward=a.reward,
+            steps=a.steps,
+            prompts_per_step=a.prompts,
+            group_size=a.group_size,
+            max_new_tokens=a.max_tokens,
+            ignore_eos=True,
+            kl_coef=a.kl_coef,
+            lora_rank=a.lora_rank,
+            save_every=10**9,
+            out_dir=tmp,
+            run_name="bench",
+        )
         mx.reset_peak_memory()
         run_dir = train.run(cfg)
         rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").open()][1:]
-    med = {k: statistics.median(r[k] for r in rows)
-           for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s")}
-    result = {"model": a.model, "reward": a.reward, "backend": backend.backend_name(),
-              "blas": backend.BLAS, "dtype": str(backend.default_dtype()),
-              "prompts": a.prompts, "group_size": a.group_size, "max_tokens": a.max_tokens,
-              "kl_coef": a.kl_coef, "lora_rank": a.lora_rank, "timed_steps": len(rows),
-              "median_step_s": med["step_s"], "rollout_s": med["rollout_s"],
-              "reward_s": med["reward_s"], "update_s": med["update_s"],
-              "rollout_tokens_per_s": med["tokens_per_s"],
-              "peak_mb": max(r["peak_mem_mb"] for r in rows),
-              "rss_mb": max(r["rss_mb"] for r in rows), "mlx": mx.__version__}
+    med = {
+        k: statistics.median(r[k] for r in rows)
+        for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s")
+    }
+    result = {
+        "model": a.model,
+        "reward": a.reward,
+        "backend": backend.backend_name(),
+        "blas": backend.BLAS,
+        "dtype": str(backend.default_dtype()),
+        "prompts": a.prompts,
+        "group_size": a.group_size,
+        "max_tokens": a.max_tokens,
+        "kl_coef": a.kl_coef,
+        "lora_rank": a.lora_rank,
+        "timed_steps": len(rows),
+        "median_step_s": med["step_s"],
+        "rollout_s": med["rollout_s"],
+        "reward_s": med["reward_s"],
+        "update_s": med["update_s"],
+        "rollout_tokens_per_s": med["tokens_per_s"],
+        "peak_mb": max(r["peak_mem_mb"] for r in rows),
+        "rss_mb": max(r["rss_mb"] for r in rows),
+        "mlx": mx.__version__,
+    }
     if a.json:
         print(json.dumps(result))
         return

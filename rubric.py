@@ -462,7 +462,7 @@ class Rubric:
                 prefixes.append(it.prefix)
             rows.append(len(keys) - 1)
         tokens, pad = self.judge.left_pad(prefixes)  # (U, P)
-        cache, _ = self.judge.prefill(tokens, pad, tokens.shape[1])
+        cache, _ = self.judge.prefill(tokens, pad, tokens.shape[1], blocked=True)
         width = max(len(it.rest) for it in items)
         return expand_rows(cache, rows, tokens.shape[1] + width), width
 
@@ -475,7 +475,7 @@ class Rubric:
         cache, width = self._prefill_shared(items)
         pad_id = self.judge.pad_id
         rest = mx.array([it.rest + [pad_id] * (width - len(it.rest)) for it in items])  # (N, R)
-        h = self.judge.model.hidden(rest, cache)  # (N, R, D)
+        h = self.judge.model.hidden(rest, cache, blocked=True)  # (N, R, D)
         last = mx.array([len(it.rest) - 1 for it in items])
         h = mx.take_along_axis(h, last[:, None, None], axis=1)[:, 0].astype(mx.float32)  # (N, D)
         w = self.judge.model.lm_head_weight()

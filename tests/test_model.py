@@ -210,6 +210,48 @@ def test_cpu_ops_match_plain_twins_forward_and_gradient():
         assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "block", [1 << 17, 1000, 200, 10], ids=["whole", "rows", "queries", "1-query"]
+)
+def test_blocked_cpu_ops_equal_the_plain_twins(block, monkeypatch):
+    # small CPU_BLOCKs force the blocked paths: whole rows per block, then query blocks per row
+    monkeypatch.setattr(model_mod, "CPU_BLOCK", block)
+    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", True)
+    rng = np.random.default_rng(9)
+    B, H, Hkv, L, S, hd = 5, 6, 2, 7, 11, 8
+    q = mx.array(rng.normal(size=(B, H, L, hd)).astype(np.float32))
+    k = mx.array(rng.normal(size=(B, Hkv, S, hd)).astype(np.float32))
+    v = mx.array(rng.normal(size=(B, Hkv, S, hd)).astype(np.float32))
+    mask = attention_mask(mx.array([0, 3, 1, 0, 4]), S - L, L)
+
+    def plain_attn(q, k, v):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask)
+
+    blocked = model_mod.attention_cpu(q, k, v, 0.3, mask, blocked=True)
+    assert mx.allclose(blocked, plain_attn(q, k, v), atol=1e-5)
+    gq = mx.grad(
+        lambda *a: (model_mod.attention_cpu(*a, 0.3, mask, True) ** 2).sum(), argnums=(0, 1, 2)
+    )(q, k, v)
+    gp = mx.grad(lambda *a: (plain_attn(*a) ** 2).sum(), argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(gq, gp, strict=True):
+        assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+    g = mx.array(rng.normal(0, 6, (3, 4, 33)).astype(np.float32))
+    u = mx.array(rng.normal(0, 1, (3, 4, 33)).astype(np.float32))
+    assert mx.allclose(model_mod.silu_mul(g, u, True), nn.silu(g) * u, rtol=1e-5, atol=1e-5)
+    ours = mx.grad(lambda a, b: (model_mod.silu_mul(a, b, True) ** 2).sum(), argnums=(0, 1))(g, u)
+    plain = mx.grad(lambda a, b: ((nn.silu(a) * b) ** 2).sum(), argnums=(0, 1))(g, u)
+    for a, b in zip(ours, plain, strict=True):
+        assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+    # and a whole model against mlx_lm
+    ours_model = tiny_model(QWEN3)
+    tokens = mx.array(rng.integers(0, QWEN3["vocab_size"], (3, 13)))
+    want = reference(QWEN3, ours_model)(tokens)
+    diff = mx.abs(ours_model.logits(ours_model.hidden(tokens, blocked=True)) - want).max().item()
+    assert diff <= 1e-4, diff
+
+
 def test_config_errors_name_the_problem():
     with pytest.raises(ValueError, match="not served"):
         ModelArgs.from_config({**QWEN3, "model_type": "gpt2"})
