@@ -203,10 +203,11 @@ class Gwen:
         rows = [[self.pad_id] * p + list(s) for p, s in zip(pad, seqs, strict=True)]
         return mx.array(rows, dtype=mx.int32), mx.array(pad, dtype=mx.int32)
 
-    def prefill(self, tokens: mx.array, pad: mx.array, capacity: int, blocked: bool = False):
-        """Run the prompts once; return (cache, final-position hidden state (B, D))."""
+    def prefill(self, tokens: mx.array, pad: mx.array, capacity: int):
+        """Run the prompts once; return (cache, final-position hidden state (B, D)).
+        Forward-only, so the CPU ops run blocked (model.CPU_BLOCK)."""
         cache = KVCache.for_model(self.model, tokens.shape[0], capacity, pad)
-        h = self.model.hidden(tokens, cache, blocked=blocked)
+        h = self.model.hidden(tokens, cache, blocked=True)
         return cache, h[:, -1, :]
 
     def decode_texts(self, tokens: np.ndarray, mask: np.ndarray, finished: np.ndarray):

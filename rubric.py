@@ -462,7 +462,7 @@ class Rubric:
                 prefixes.append(it.prefix)
             rows.append(len(keys) - 1)
         tokens, pad = self.judge.left_pad(prefixes)  # (U, P)
-        cache, _ = self.judge.prefill(tokens, pad, tokens.shape[1], blocked=True)
+        cache, _ = self.judge.prefill(tokens, pad, tokens.shape[1])
         width = max(len(it.rest) for it in items)
         return expand_rows(cache, rows, tokens.shape[1] + width), width
 
