@@ -35,6 +35,18 @@ def pushes_back(text: str) -> bool:
     return any(marker in t for marker in PUSHBACK_MARKERS)
 
 
+def criterion_means(details: list[dict]) -> dict:
+    """Per criterion named in any of the rubric's detail dicts (not "reward"): the mean of its
+    finite scores, or None where it has none (not applicable, or every judgment failed)."""
+    names = sorted({k for d in details for k in d if k != "reward"})
+    out = {}
+    for name in names:
+        vals = [d.get(name) for d in details]
+        vals = [v for v in vals if v is not None and math.isfinite(v)]
+        out[name] = float(np.mean(vals)) if vals else None
+    return out
+
+
 def eval_subset(records: list[dict], limit: int) -> list[dict]:
     """The first `limit` records taken round-robin over categories, so every category counts."""
     by_cat = {}
@@ -66,11 +78,8 @@ def evaluate(run) -> dict:
     for cat in sorted({r["category"] for r in recs}):
         idx = [i for i, r in enumerate(recs) if r["category"] == cat]
         out[f"eval/{cat}/reward"] = float(np.nanmean(values[idx])) if idx else None
-        for name in sorted({k for i in idx for k in (details[i] if details else {})}):
-            vals = [details[i].get(name) for i in idx]
-            vals = [v for v in vals if v is not None and math.isfinite(v)]
-            if name != "reward" and vals:
-                out[f"eval/{cat}/{name}"] = float(np.mean(vals))
+        means = criterion_means([details[i] for i in idx]) if details else {}
+        out |= {f"eval/{cat}/{name}": v for name, v in means.items() if v is not None}
     controls = [t for t, r in zip(texts, recs, strict=True) if r["category"] == "control"]
     if controls:
         out["eval/control_pushback_rate"] = float(np.mean([pushes_back(t) for t in controls]))

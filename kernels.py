@@ -29,6 +29,27 @@ _MIN_ROWS = 256
 _BWD_ROWS = 16384
 _THREADS = 256  # per row-reduction threadgroup / CUDA block: 8 simdgroups or warps of 32
 
+# MLX's CPU `exp` costs ~12 ns/element at every size; a compiled polynomial exp ~3 ns while its
+# operands stay cache-sized (~13 ns beyond, knowledge/inference.md). On the CPU backend the
+# vocabulary-sized exps of the plain twins therefore run on `poly_exp` over blocks of rows of
+# at most _CPU_EXP_BLOCK elements. RL_VALUES_PLAIN_KERNELS=1 turns this off too.
+CPU_FAST_EXP = backend.backend_name() == "cpu" and os.environ.get(PLAIN_ENV) != "1"
+_CPU_EXP_BLOCK = 1 << 17
+_LOG2E = 1.4426950408889634
+_EXP2_TAYLOR = [math.log(2) ** k / math.factorial(k) for k in range(8)]
+
+
+def poly_exp(x: mx.array) -> mx.array:
+    """exp(x) for x in [-87, 88]: 2^n by exponent bits times a degree-7 polynomial for 2^f
+    (relative error ~1.4e-6). For use inside mx.compile'd functions on the CPU backend."""
+    t = mx.clip(x * _LOG2E, -126.0, 127.0)
+    n = mx.floor(t)
+    f = t - n
+    p = _EXP2_TAYLOR[-1]
+    for c in reversed(_EXP2_TAYLOR[:-1]):
+        p = p * f + c
+    return p * mx.view((n.astype(mx.int32) + 127) << 23, mx.float32)
+
 
 @functools.cache
 def kernel_backend() -> str:
@@ -340,6 +361,42 @@ def _row_stats_plain(z: mx.array, tok: mx.array, want_ent: bool):
     return lse, tgt, -mx.sum(mx.exp(d) * d, axis=-1)
 
 
+@mx.compile
+def _lse_cpu(z):
+    m = mx.max(z, axis=-1, keepdims=True)
+    return m[:, 0] + mx.log(mx.sum(poly_exp(z - m), axis=-1))
+
+
+@mx.compile
+def _lse_ent_cpu(z):
+    # H = -sum p log p = log s + sum e (m - z) / s with e = exp(z - m), s = sum e: two
+    # non-negative terms, no cancellation.
+    m = mx.max(z, axis=-1, keepdims=True)
+    e = poly_exp(z - m)
+    s = mx.sum(e, axis=-1)
+    log_s = mx.log(s)
+    return m[:, 0] + log_s, log_s + mx.sum(e * (m - z), axis=-1) / s
+
+
+def _row_blocks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
+    return _spans(n_rows, max(1, _CPU_EXP_BLOCK // max(n_cols, 1)))
+
+
+def _row_stats_cpu(z: mx.array, tok: mx.array, want_ent: bool):
+    """`_row_stats_plain` on poly_exp, over cache-sized blocks of rows."""
+    n_cols = z.shape[-1]
+    fn = _lse_ent_cpu if want_ent else _lse_cpu
+    outs = [fn(z[r0:r1]) for r0, r1 in _row_blocks(z.shape[0], n_cols)]
+    if want_ent:
+        lse = mx.concatenate([o[0] for o in outs])
+        ent = mx.concatenate([o[1] for o in outs])
+    else:
+        lse, ent = mx.concatenate(outs), None
+    inside = (tok >= 0) & (tok < n_cols)
+    picked = mx.take_along_axis(z, mx.clip(tok, 0, n_cols - 1)[:, None], axis=-1)[:, 0]
+    return lse, mx.where(inside, picked, 0.0), ent
+
+
 def _row_stats_kernel(z: mx.array, tok: mx.array, want_ent: bool, which: str):
     rows, n_cols = z.shape
     lse, tgt, ent = _kernel("row_stats", which)(
@@ -365,6 +422,29 @@ def _softmax_grad_plain(z, lse, g, gh=None, ent=None):
     return p * ((-(g + gh * ent))[:, None] - gh[:, None] * d)
 
 
+@mx.compile
+def _softmax_grad_cpu_block(z, lse, c):
+    return poly_exp(z - lse[:, None]) * c[:, None]
+
+
+@mx.compile
+def _softmax_grad_ent_cpu_block(z, lse, c, gh):
+    d = z - lse[:, None]
+    return poly_exp(d) * (c[:, None] - gh[:, None] * d)
+
+
+def _softmax_grad_cpu(z, lse, g, gh=None, ent=None):
+    """`_softmax_grad_plain` on poly_exp, over cache-sized blocks of rows."""
+    blocks = []
+    for r0, r1 in _row_blocks(z.shape[0], z.shape[-1]):
+        if gh is None:
+            blocks.append(_softmax_grad_cpu_block(z[r0:r1], lse[r0:r1], -g[r0:r1]))
+        else:
+            c = -(g[r0:r1] + gh[r0:r1] * ent[r0:r1])
+            blocks.append(_softmax_grad_ent_cpu_block(z[r0:r1], lse[r0:r1], c, gh[r0:r1]))
+    return mx.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
 def _softmax_grad_kernel(z, lse, g, gh, ent, which: str):
     rows, n_cols = z.shape
     has_ent = gh is not None
@@ -384,6 +464,8 @@ def _softmax_grad_kernel(z, lse, g, gh, ent, which: str):
 def _row_stats(z, tok, want_ent):
     which = kernel_backend()
     if which == "plain":
+        if CPU_FAST_EXP:
+            return _row_stats_cpu(z, tok, want_ent)
         return _row_stats_plain(z, tok, want_ent)
     return _row_stats_kernel(z, tok, want_ent, which)
 
@@ -391,6 +473,8 @@ def _row_stats(z, tok, want_ent):
 def _softmax_grad(z, lse, g, gh=None, ent=None):
     which = kernel_backend()
     if which == "plain":
+        if CPU_FAST_EXP:
+            return _softmax_grad_cpu(z, lse, g, gh, ent)
         return _softmax_grad_plain(z, lse, g, gh, ent)
     return _softmax_grad_kernel(z, lse, g, gh, ent, which)
 

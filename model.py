@@ -19,6 +19,8 @@ import backend  # loads OpenBLAS before mlx
 import mlx.core as mx
 import mlx.nn as nn
 
+from kernels import poly_exp
+
 SUPPORTED_MODEL_TYPES = ("qwen3", "llama")
 
 # MLX's CPU backend evaluates exp at ~17 ns/element (numpy: ~0.6), so silu and softmax dominate a
@@ -26,29 +28,14 @@ SUPPORTED_MODEL_TYPES = ("qwen3", "llama")
 # plain twins (nn.silu, mx.fast.scaled_dot_product_attention) run on Metal/CUDA, in the parity
 # tests, and everywhere with RL_VALUES_PLAIN_KERNELS=1.
 FAST_CPU_OPS = backend.backend_name() == "cpu" and os.environ.get("RL_VALUES_PLAIN_KERNELS") != "1"
-_LOG2E = 1.4426950408889634
-_EXP2_TAYLOR = [math.log(2) ** k / math.factorial(k) for k in range(8)]
-
-
-def _exp(x: mx.array) -> mx.array:
-    """exp(x) for x in [-87, 88]: 2^n by exponent bits times a degree-7 polynomial for 2^f."""
-    t = mx.clip(x * _LOG2E, -126.0, 127.0)
-    n = mx.floor(t)
-    f = t - n
-    p = _EXP2_TAYLOR[-1]
-    for c in reversed(_EXP2_TAYLOR[:-1]):
-        p = p * f + c
-    return p * mx.view((n.astype(mx.int32) + 127) << 23, mx.float32)
-
-
 @mx.compile
 def _silu_mul_fwd(g, u):
-    return g * u / (1.0 + _exp(-g))
+    return g * u / (1.0 + poly_exp(-g))
 
 
 @mx.compile
 def _silu_mul_bwd(g, u, cot):
-    s = 1.0 / (1.0 + _exp(-g))
+    s = 1.0 / (1.0 + poly_exp(-g))
     return cot * u * s * (1.0 + g * (1.0 - s)), cot * g * s
 
 
@@ -65,7 +52,7 @@ def _silu_mul_vjp(primals, cotangent, output):
 @mx.compile
 def _softmax_fwd(scores, mask):
     m = mx.max(mx.where(mask, scores, -mx.inf), axis=-1, keepdims=True)
-    e = mx.where(mask, _exp(scores - m), 0.0)
+    e = mx.where(mask, poly_exp(scores - m), 0.0)
     return e / mx.sum(e, axis=-1, keepdims=True)
 
 

@@ -12,7 +12,6 @@ It is one loop, not a framework: the math lives in grpo.py, the judge in rubric.
 import contextlib
 import dataclasses
 import json
-import math
 import signal
 import sys
 import time
@@ -361,11 +360,7 @@ def step_metrics(run: Run, b: dict, upd: dict, update_s: float) -> dict:
     adv = np.asarray(b["adv"])
     m = {**grpo.reward_stats(rewards), **upd}
     if b["details"]:
-        names = sorted({k for d in b["details"] for k in d if k != "reward"})
-        for name in names:
-            vals = [d.get(name) for d in b["details"]]
-            vals = [v for v in vals if v is not None and math.isfinite(v)]
-            m[f"reward/{name}"] = float(np.mean(vals)) if vals else None
+        m |= {f"reward/{k}": v for k, v in evaluate.criterion_means(b["details"]).items()}
     run.counters["judge_failures"] += b["judge_failures"]
     filtered = 0 if b["keep"] is None else int((~np.asarray(b["keep"])).sum())
     run.counters["filtered_groups"] += filtered

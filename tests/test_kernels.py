@@ -116,6 +116,52 @@ def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef
         assert _max_err(g, r) <= 1e-5 * _scale(r)
 
 
+@pytest.mark.parametrize("fast_exp", [True, False], ids=["cpu-poly-exp", "plain-exp"])
+def test_cpu_exp_blocks_match_float64_and_naive_gradient(fast_exp, monkeypatch):
+    # 3,000-element blocks: 3 rows of the 1,000-token vocabulary per block, several per chunk
+    monkeypatch.setattr(K, "CPU_FAST_EXP", fast_exp)
+    monkeypatch.setattr(K, "_CPU_EXP_BLOCK", 3000)
+    h, w, tok = _inputs((33,), 1000, 48, seed=55)
+    logp, ent = K.token_logprobs(h, w, tok, 0.7, chunk_rows=16, return_entropy=True)
+    ref_logp, ref_ent = _reference(h, w, tok, 0.7)
+    assert _max_err(logp, ref_logp) <= 1e-5
+    assert _max_err(ent, ref_ent) <= 1e-5 * _scale(ref_ent)
+
+    def ours(h, w, tok, t):
+        return K.token_logprobs(h, w, tok, t, chunk_rows=16, return_entropy=True)
+
+    def naive(h, w, tok, t):
+        return K.token_logprobs_naive(h, w, tok, t, return_entropy=True)
+
+    for coef_ent in (0.0, 0.3):
+        got = _grads(ours, h, w, tok, 0.7, coef_ent)
+        want = _grads(naive, h, w, tok, 0.7, coef_ent)
+        for g, r in zip(got, want, strict=True):
+            assert _max_err(g, r) <= 1e-5 * _scale(r)
+
+
+@pytest.mark.parametrize("rows", [1, 31, 33])
+@pytest.mark.parametrize("n_cols", [1000, 4097])
+def test_cpu_primitives_match_plain_twins(rows, n_cols, monkeypatch):
+    monkeypatch.setattr(K, "_CPU_EXP_BLOCK", 2 * n_cols + 5)  # blocks of 2 rows
+    rng = np.random.default_rng(rows + n_cols)
+    z = mx.array((rng.normal(size=(rows, n_cols)) * 3).astype(np.float32))
+    tok = mx.array(rng.integers(-2, n_cols + 2, size=rows).astype(np.int32))
+    for want_ent in (False, True):
+        got = K._row_stats_cpu(z, tok, want_ent)
+        want = K._row_stats_plain(z, tok, want_ent)
+        for a, b in zip(got, want, strict=True):
+            if b is None:
+                assert a is None
+            else:
+                assert _max_err(a, b) <= 1e-5 * _scale(b)
+    lse = mx.logsumexp(z, axis=-1)
+    g, gh, ent = (mx.array(rng.normal(size=rows).astype(np.float32)) for _ in range(3))
+    for args in ((g, None, None), (g, gh, ent)):
+        got, want = K._softmax_grad_cpu(z, lse, *args), K._softmax_grad_plain(z, lse, *args)
+        assert _max_err(got, want) <= 1e-6 * _scale(want)
+
+
 @pytest.mark.parametrize("dtype,tol", [(mx.float16, 2e-3), (mx.bfloat16, 1.6e-2)])
 def test_half_precision_inputs(dtype, tol):
     """Computed in float32 from the rounded inputs, so log-probs stay float32-accurate; the

@@ -167,6 +167,22 @@ def test_eval_subset_takes_every_category_in_turn():
     assert got == ["a0", "b0", "c0", "a1", "b1"]
 
 
+def test_criterion_means_skip_missing_and_failed_scores():
+    import evaluate
+
+    details = [
+        {"curiosity": 0.2, "scrutiny": None, "reward": 0.2},
+        {"curiosity": float("nan"), "scrutiny": 0.9, "reward": float("nan")},
+        {"curiosity": 0.6, "scrutiny": 0.5, "nonsense": None, "reward": 0.55},
+    ]
+    got = evaluate.criterion_means(details)
+    assert got == {
+        "curiosity": pytest.approx(0.4),
+        "nonsense": None,
+        "scrutiny": pytest.approx(0.7),
+    }
+
+
 def test_pushback_detector():
     import evaluate
 
