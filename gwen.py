@@ -65,12 +65,7 @@ def _sample_numpy(logits: np.ndarray, temperature: float, top_p: float, rng):
     n, vocab = logits.shape
     rows = np.arange(n)
     m = logits.max(axis=1, keepdims=True)
-    if temperature == 0:
-        tokens = logits.argmax(axis=1)
-        p = np.exp(logits - m)
-        logp = -np.log(p.sum(axis=1))  # z[token] - m = 0 at the argmax
-        return tokens.astype(np.int32), logp.astype(np.float32)
-    inv_t = np.float32(1.0 / temperature)
+    inv_t = np.float32(1.0 if temperature == 0 else 1.0 / temperature)
     p = np.subtract(logits, m)
     if inv_t != 1:
         p *= inv_t
@@ -79,6 +74,10 @@ def _sample_numpy(logits: np.ndarray, temperature: float, top_p: float, rng):
     bad = np.flatnonzero(~(np.isfinite(total) & (total > 0)))
     if len(bad):
         raise ValueError(f"logits of rows {bad[:8].tolist()} hold NaN or +inf: cannot sample")
+    if temperature == 0:
+        tokens = logits.argmax(axis=1)
+        logp = -np.log(total)  # z[token] - m = 0 at the argmax
+        return tokens.astype(np.int32), logp.astype(np.float32)
     if top_p < 1.0:
         _nucleus_inplace(p, top_p)
     tokens = _draw(p, rng.random(n))

@@ -168,8 +168,9 @@ def test_nucleus_wider_than_the_partial_sort_falls_back_to_a_full_sort():
 def test_numpy_sampler_rejects_nan_logits():
     logits = np.zeros((3, 10), dtype=np.float32)
     logits[1, 4] = np.nan
-    with pytest.raises(ValueError, match=r"rows \[1\]"):
-        _sample_numpy(logits, 1.0, 1.0, np.random.default_rng(0))
+    for temperature in (1.0, 0.0):
+        with pytest.raises(ValueError, match=r"rows \[1\]"):
+            _sample_numpy(logits, temperature, 1.0, np.random.default_rng(0))
 
 
 def test_bad_sampling_arguments(tiny):
