@@ -3,8 +3,10 @@
 What it is: `token_logprobs` (log pi(token) and entropy from the LM head, chunked so no
 (rows x vocab) float32 tensor exists for the whole batch, custom chunked VJP), its naive twin,
 Schulman's k1/k2/k3 KL estimators in both directions (`kl_per_token`), and masked reductions.
-Metal / CUDA kernels are used where that backend runs; the plain-MLX twin is the CPU path and
-the reference. What it is not: a loss. Advantages, clipping and the GRPO objective live in grpo.py.
+Metal / CUDA kernels are used where that backend runs; the plain-MLX twin is the reference and
+the CPU path, where its vocabulary-sized exps run a polynomial exp over cache-sized row blocks
+(`CPU_FAST_EXP`). What it is not: a loss. Advantages, clipping and the GRPO objective live in
+grpo.py.
 """
 
 import contextlib

@@ -28,6 +28,8 @@ SUPPORTED_MODEL_TYPES = ("qwen3", "llama")
 # plain twins (nn.silu, mx.fast.scaled_dot_product_attention) run on Metal/CUDA, in the parity
 # tests, and everywhere with RL_VALUES_PLAIN_KERNELS=1.
 FAST_CPU_OPS = backend.backend_name() == "cpu" and os.environ.get("RL_VALUES_PLAIN_KERNELS") != "1"
+
+
 @mx.compile
 def _silu_mul_fwd(g, u):
     return g * u / (1.0 + poly_exp(-g))
