@@ -204,7 +204,7 @@ class Gwen:
 
     def prefill(self, tokens: mx.array, pad: mx.array, capacity: int):
         """Run the prompts once; return (cache, final-position hidden state (B, D)).
-        Forward-only, so the CPU ops run blocked (model.CPU_BLOCK)."""
+        Forward-only, so the CPU ops run blocked (kernels.CPU_BLOCK)."""
         cache = KVCache.for_model(self.model, tokens.shape[0], capacity, pad)
         h = self.model.hidden(tokens, cache, blocked=True)
         return cache, h[:, -1, :]

@@ -32,11 +32,13 @@ _BWD_ROWS = 16384
 _THREADS = 256  # per row-reduction threadgroup / CUDA block: 8 simdgroups or warps of 32
 
 # MLX's CPU `exp` costs ~12 ns/element at every size; a compiled polynomial exp ~3 ns while its
-# operands stay cache-sized (~13 ns beyond, knowledge/inference.md). On the CPU backend the
-# vocabulary-sized exps of the plain twins therefore run on `poly_exp` over blocks of rows of
-# at most _CPU_EXP_BLOCK elements. RL_VALUES_PLAIN_KERNELS=1 turns this off too.
+# operands stay cache-sized: MLX's CPU elementwise kernels slow down ~4x per element beyond
+# (13 ns over 12M floats, knowledge/inference.md). CPU_BLOCK (512 KiB of float32) is the block
+# size for exp-heavy CPU work, here and in model.py. On the CPU backend the vocabulary-sized exps
+# of the plain twins run on `poly_exp` over blocks of rows of at most CPU_BLOCK elements.
+# RL_VALUES_PLAIN_KERNELS=1 turns this off too.
 CPU_FAST_EXP = backend.backend_name() == "cpu" and os.environ.get(PLAIN_ENV) != "1"
-_CPU_EXP_BLOCK = 1 << 17
+CPU_BLOCK = 1 << 17
 _LOG2E = 1.4426950408889634
 _EXP2_TAYLOR = [math.log(2) ** k / math.factorial(k) for k in range(8)]
 
@@ -350,13 +352,18 @@ def _i32(n: int) -> mx.array:
 # Per-block primitives on one (rows, vocab-chunk) block of float32 logits z, and their twins.
 
 
-def _row_stats_plain(z: mx.array, tok: mx.array, want_ent: bool):
-    """Per row: logsumexp(z), z[tok] (0 where tok is outside [0, V)), entropy of softmax(z)."""
+def _target_logit(z: mx.array, tok: mx.array) -> mx.array:
+    """z[row, tok[row]] per row, 0 where tok is outside this block's [0, V)."""
     n_cols = z.shape[-1]
-    lse = mx.logsumexp(z, axis=-1)
     inside = (tok >= 0) & (tok < n_cols)
     picked = mx.take_along_axis(z, mx.clip(tok, 0, n_cols - 1)[:, None], axis=-1)[:, 0]
-    tgt = mx.where(inside, picked, 0.0)
+    return mx.where(inside, picked, 0.0)
+
+
+def _row_stats_plain(z: mx.array, tok: mx.array, want_ent: bool):
+    """Per row: logsumexp(z), z[tok] (0 where tok is outside [0, V)), entropy of softmax(z)."""
+    lse = mx.logsumexp(z, axis=-1)
+    tgt = _target_logit(z, tok)
     if not want_ent:
         return lse, tgt, None
     d = z - lse[:, None]  # log softmax; summing p * d avoids cancelling lse - sum p * z
@@ -381,7 +388,7 @@ def _lse_ent_cpu(z):
 
 
 def _row_blocks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
-    return _spans(n_rows, max(1, _CPU_EXP_BLOCK // max(n_cols, 1)))
+    return _spans(n_rows, max(1, CPU_BLOCK // max(n_cols, 1)))
 
 
 def _row_stats_cpu(z: mx.array, tok: mx.array, want_ent: bool):
@@ -394,9 +401,7 @@ def _row_stats_cpu(z: mx.array, tok: mx.array, want_ent: bool):
         ent = mx.concatenate([o[1] for o in outs])
     else:
         lse, ent = mx.concatenate(outs), None
-    inside = (tok >= 0) & (tok < n_cols)
-    picked = mx.take_along_axis(z, mx.clip(tok, 0, n_cols - 1)[:, None], axis=-1)[:, 0]
-    return lse, mx.where(inside, picked, 0.0), ent
+    return lse, _target_logit(z, tok), ent
 
 
 def _row_stats_kernel(z: mx.array, tok: mx.array, want_ent: bool, which: str):

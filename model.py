@@ -19,6 +19,7 @@ import backend  # loads OpenBLAS before mlx
 import mlx.core as mx
 import mlx.nn as nn
 
+import kernels
 from kernels import poly_exp
 
 SUPPORTED_MODEL_TYPES = ("qwen3", "llama")
@@ -84,32 +85,32 @@ def _attention_block(q, k, v, scale, mask):
     return (p.reshape(B, Hkv, (H // Hkv) * L, -1) @ v).reshape(B, H, L, hd)
 
 
-# MLX's CPU elementwise kernels slow down ~4x per element once their operands outgrow the core's
-# cache: on our 2-core machine the polynomial exp ran at 13 ns/element over 12M floats and at
-# 3 ns over slices of 100k. In forward-only passes over long inputs (the judge) the exp-heavy CPU
-# ops therefore work in blocks of at most this many elements (512 KiB of float32): judging 48
-# items took 25 s instead of 39. Not under autodiff: the backward of many sliced blocks cost more
-# than it saved (a 64 x 64-token policy forward+backward: 48 s blocked, 37 s not).
-CPU_BLOCK = 1 << 17
+# In forward-only passes over long inputs (the judge) the exp-heavy CPU ops work in blocks of at
+# most kernels.CPU_BLOCK elements, because MLX's CPU elementwise kernels slow down ~4x per element
+# once their operands outgrow the core's cache: judging 48 items took 25 s instead of 39. Not
+# under autodiff: the backward of many sliced blocks cost more than it saved (a 64 x 64-token
+# policy forward+backward: 48 s blocked, 37 s not).
 
 
 def attention_cpu(q, k, v, scale, mask, blocked: bool = False):
     """GQA attention; `blocked`: over blocks of batch rows (and of queries when one row's
-    scores exceed CPU_BLOCK), so each block's (heads x queries x keys) scores stay cache-sized."""
+    scores exceed kernels.CPU_BLOCK), so each block's (heads x queries x keys) scores stay
+    cache-sized."""
     B, H, L, _ = q.shape
     S = k.shape[2]
     per_row = H * L * S
-    if not blocked or B * per_row <= CPU_BLOCK:
+    block = kernels.CPU_BLOCK
+    if not blocked or B * per_row <= block:
         return _attention_block(q, k, v, scale, mask)
     row_mask = (lambda i, j: mask[i:j]) if mask.shape[0] > 1 else (lambda i, j: mask)
-    if per_row <= CPU_BLOCK:
-        n = CPU_BLOCK // per_row
+    if per_row <= block:
+        n = block // per_row
         blocks = [
             _attention_block(q[i : i + n], k[i : i + n], v[i : i + n], scale, row_mask(i, i + n))
             for i in range(0, B, n)
         ]
         return mx.concatenate(blocks, axis=0)
-    n = max(1, CPU_BLOCK // (H * S))  # queries per block
+    n = max(1, block // (H * S))  # queries per block
     rows = []
     for b in range(B):
         qb, kb, vb, mb = q[b : b + 1], k[b : b + 1], v[b : b + 1], row_mask(b, b + 1)
@@ -144,11 +145,11 @@ def rope_tables(inv_freq: mx.array, scale: float, positions: mx.array, length: i
 def silu_mul(g, u, blocked: bool = False):
     if not FAST_CPU_OPS:
         return nn.silu(g) * u
-    if not blocked or g.size <= CPU_BLOCK:
+    if not blocked or g.size <= kernels.CPU_BLOCK:
         return silu_mul_cpu(g, u)
-    width = g.shape[-1]  # in cache-sized blocks of rows (see CPU_BLOCK)
+    width = g.shape[-1]  # in cache-sized blocks of rows (see kernels.CPU_BLOCK)
     g2, u2 = g.reshape(-1, width), u.reshape(-1, width)
-    n = max(1, CPU_BLOCK // width)
+    n = max(1, kernels.CPU_BLOCK // width)
     blocks = [silu_mul_cpu(g2[i : i + n], u2[i : i + n]) for i in range(0, g2.shape[0], n)]
     return mx.concatenate(blocks, axis=0).reshape(g.shape)
 
@@ -372,7 +373,7 @@ class Model(nn.Module):
 
         With a cache, tokens continue its rows at slot `cache.offset` and its left padding
         applies; without one, `pad` (B,) gives each row's left padding (default none).
-        `blocked=True` for forward-only passes over long inputs (see CPU_BLOCK)."""
+        `blocked=True` for forward-only passes over long inputs (see kernels.CPU_BLOCK)."""
         B, L = tokens.shape
         start = 0 if cache is None else cache.offset
         if cache is not None:

@@ -120,7 +120,7 @@ def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef
 def test_cpu_exp_blocks_match_float64_and_naive_gradient(fast_exp, monkeypatch):
     # 3,000-element blocks: 3 rows of the 1,000-token vocabulary per block, several per chunk
     monkeypatch.setattr(K, "CPU_FAST_EXP", fast_exp)
-    monkeypatch.setattr(K, "_CPU_EXP_BLOCK", 3000)
+    monkeypatch.setattr(K, "CPU_BLOCK", 3000)
     h, w, tok = _inputs((33,), 1000, 48, seed=55)
     logp, ent = K.token_logprobs(h, w, tok, 0.7, chunk_rows=16, return_entropy=True)
     ref_logp, ref_ent = _reference(h, w, tok, 0.7)
@@ -143,7 +143,7 @@ def test_cpu_exp_blocks_match_float64_and_naive_gradient(fast_exp, monkeypatch):
 @pytest.mark.parametrize("rows", [1, 31, 33])
 @pytest.mark.parametrize("n_cols", [1000, 4097])
 def test_cpu_primitives_match_plain_twins(rows, n_cols, monkeypatch):
-    monkeypatch.setattr(K, "_CPU_EXP_BLOCK", 2 * n_cols + 5)  # blocks of 2 rows
+    monkeypatch.setattr(K, "CPU_BLOCK", 2 * n_cols + 5)  # blocks of 2 rows
     rng = np.random.default_rng(rows + n_cols)
     z = mx.array((rng.normal(size=(rows, n_cols)) * 3).astype(np.float32))
     tok = mx.array(rng.integers(-2, n_cols + 2, size=rows).astype(np.int32))

@@ -215,7 +215,7 @@ def test_cpu_ops_match_plain_twins_forward_and_gradient():
 )
 def test_blocked_cpu_ops_equal_the_plain_twins(block, monkeypatch):
     # small CPU_BLOCKs force the blocked paths: whole rows per block, then query blocks per row
-    monkeypatch.setattr(model_mod, "CPU_BLOCK", block)
+    monkeypatch.setattr(model_mod.kernels, "CPU_BLOCK", block)
     monkeypatch.setattr(model_mod, "FAST_CPU_OPS", True)
     rng = np.random.default_rng(9)
     B, H, Hkv, L, S, hd = 5, 6, 2, 7, 11, 8
