@@ -79,7 +79,7 @@ def _sample_numpy(logits: np.ndarray, temperature: float, top_p: float, rng):
         logp = -np.log(total)  # z[token] - m = 0 at the argmax
         return tokens.astype(np.int32), logp.astype(np.float32)
     if top_p < 1.0:
-        _nucleus_inplace(p, top_p)
+        _nucleus_inplace(p, top_p, total)
     tokens = _draw(p, rng.random(n))
     logp = (logits[rows, tokens] - m[:, 0]) * inv_t - np.log(total)
     return tokens.astype(np.int32), logp.astype(np.float32)
@@ -116,13 +116,14 @@ def _draw(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     return tokens
 
 
-def _nucleus_inplace(p: np.ndarray, top_p: float) -> None:
+def _nucleus_inplace(p: np.ndarray, top_p: float, total: np.ndarray) -> None:
     """Zero every token outside the smallest set whose mass reaches top_p of the row's total
-    (ties at the boundary all stay in). Sorts only the row's largest `_NUCLEUS_K` values unless
-    they hold less than top_p; a full sort of the vocabulary cost ~200 ms per step at 64 rows."""
+    (`total` (n,) = p.sum(axis=1), which the caller has; ties at the boundary all stay in).
+    Sorts only the row's largest `_NUCLEUS_K` values unless they hold less than top_p; a full
+    sort of the vocabulary cost ~200 ms per step at 64 rows."""
     n, vocab = p.shape
     k = min(vocab, _NUCLEUS_K)
-    target = top_p * p.sum(axis=1, dtype=np.float64)
+    target = top_p * total
     top = -np.sort(-np.partition(p, vocab - k, axis=1)[:, vocab - k :], axis=1)  # (n, k) desc
     cum = np.cumsum(top, axis=1, dtype=np.float64)
     threshold = np.empty(n, dtype=p.dtype)

@@ -276,13 +276,15 @@ class Attention(nn.Module):
             self.k_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
         self.rope_base = args.rope_theta
         self.rope_scale, self._rope_freqs = rope_frequencies(args)
+        if self._rope_freqs is not None:
+            self._inv_freq = 1.0 / self._rope_freqs
+        else:
+            exponents = mx.arange(0, self.head_dim, 2, dtype=mx.float32) / self.head_dim
+            self._inv_freq = self.rope_base ** (-exponents)
 
     def inv_freq(self) -> mx.array:
-        """(head_dim/2,) angular frequencies, as mx.fast.rope derives them."""
-        if self._rope_freqs is not None:
-            return 1.0 / self._rope_freqs
-        exponents = mx.arange(0, self.head_dim, 2, dtype=mx.float32) / self.head_dim
-        return self.rope_base ** (-exponents)
+        """(head_dim/2,) angular frequencies, as mx.fast.rope derives them (built once)."""
+        return self._inv_freq
 
     def rope(self, x: mx.array, positions) -> mx.array:
         """`positions` is (B,) first positions, or rope_tables' (cos, sin) pair."""

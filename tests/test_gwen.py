@@ -160,7 +160,7 @@ def test_nucleus_wider_than_the_partial_sort_falls_back_to_a_full_sort():
         keep[order[mass_before < 0.9 * row.sum(dtype=np.float64)]] = True
         want.append(keep)
     got = p.copy()
-    gwen_mod._nucleus_inplace(got, 0.9)
+    gwen_mod._nucleus_inplace(got, 0.9, got.sum(axis=1, dtype=np.float64))
     assert ((got > 0) == np.array(want)).all()
     assert (got[0] > 0).sum() == 5 and (got[1] > 0).sum() > gwen_mod._NUCLEUS_K
 
