@@ -36,6 +36,8 @@ def _preload_openblas() -> str:
 
 
 BLAS = _preload_openblas()
+# The one switch for debugging: plain MLX ops everywhere (no CPU-tuned ops, no custom kernels).
+PLAIN_ENV = "RL_VALUES_PLAIN_KERNELS"
 # transformers prints an advisory about missing PyTorch on import; we use only its tokenizers.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -51,6 +53,11 @@ def backend_name() -> str:
     if mx.cuda.is_available():
         return "cuda"
     return "cpu"
+
+
+def plain_ops_requested() -> bool:
+    """True when $RL_VALUES_PLAIN_KERNELS=1 asks for the plain-MLX twins everywhere."""
+    return os.environ.get(PLAIN_ENV) == "1"
 
 
 _DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}

@@ -33,14 +33,14 @@ class MemoryCeiling:
     def __init__(self, model, max_batch: int):
         self._model, self.max_batch, self.refused = model, max_batch, 0
 
-    def hidden(self, tokens, cache=None, pad=None, blocked=False):
+    def hidden(self, tokens, cache=None, pad=None):
         if tokens.shape[0] > self.max_batch:
             self.refused += 1
             raise RuntimeError(
                 f"[malloc] Unable to allocate {tokens.size << 20} bytes. (simulated: batch "
                 f"{tokens.shape[0]} > {self.max_batch})"
             )
-        return self._model.hidden(tokens, cache, pad, blocked)
+        return self._model.hidden(tokens, cache, pad)
 
     def __call__(self, tokens, cache=None, pad=None):
         return self._model.logits(self.hidden(tokens, cache, pad))
@@ -139,12 +139,12 @@ def speed_trials(peers: dict, args, trials: int) -> tuple[dict, dict]:
 def oom_demo(gwen, args, reference: np.ndarray, chunk: int, ceiling: int) -> dict:
     """Judge with a model that 'runs out of memory' above `ceiling` rows; compare scores."""
     flaky = MemoryCeiling(gwen.model, ceiling)
-    rubric = Rubric(Gwen(flaky, gwen.tokenizer), judge_chunk_size=chunk)
+    rubric = Rubric(Gwen(flaky, gwen.tokenizer), batch_size=chunk)
     scores = rubric.judge_items(*args)
     return {
         "start_micro_batch": chunk,
         "ceiling": ceiling,
-        "final_micro_batch": rubric.last_stats["micro_batch"],
+        "final_micro_batch": rubric.last_stats["batch_size"],
         "halvings": rubric.last_stats["oom_backoffs"],
         "refused_forwards": flaky.refused,
         "max_abs_diff_vs_unfailed": float(np.max(np.abs(scores - reference))),
@@ -155,17 +155,17 @@ def run(a) -> dict:
     gwen = Gwen.load(a.model)
     pairs = load_judge_pairs(a.pairs)[: a.limit]
     args = pair_items(pairs)
-    batched = Rubric(gwen, judge_chunk_size=a.judge_chunk_size)
+    batched = Rubric(gwen, batch_size=a.judge_batch_size)
     scores = batched.judge_items(*args)
     out = {
         "model": a.model,
         "pairs": len(pairs),
         "judged_completions": len(args[2]),
-        "micro_batch": batched.judge_chunk_size,
+        "batch_size": batched.batch_size,
         "pairwise_accuracy": accuracy_report(pairs, scores),
         "score_token_mass": batched.last_stats["score_token_mass"],
     }
-    gen = Rubric(gwen, judge_chunk_size=a.judge_chunk_size, mode="generate")
+    gen = Rubric(gwen, batch_size=a.judge_batch_size, mode="generate")
     if not a.quick:
         gen_scores = gen.judge_items(*args)
         out["generate_parse_accuracy"] = accuracy_report(pairs, gen_scores)
@@ -173,7 +173,7 @@ def run(a) -> dict:
     few = grpo_shaped(pairs, a.speed_items, a.group_size)
     peers = {"single_pass": batched}
     if not a.quick:
-        peers |= {"generate_parse": gen, "one_at_a_time": Rubric(gwen, judge_chunk_size=1)}
+        peers |= {"generate_parse": gen, "one_at_a_time": Rubric(gwen, batch_size=1)}
     rates, trial_scores = speed_trials(peers, few, a.trials)
     out |= {"speed_items": len(few[2]), "speed_group_size": a.group_size, "trials": a.trials}
     out |= {f"{name}_per_s": rate for name, rate in rates.items()}
@@ -193,7 +193,7 @@ def main(argv=None) -> None:
     p.add_argument("--model", default="smollm2-135m", help="judge: HF folder, hub id, smollm2-135m")
     p.add_argument("--pairs", default="data/judge_pairs.jsonl", help="judge-calibration pairs")
     p.add_argument("--limit", type=int, default=None, help="use only the first N pairs")
-    p.add_argument("--judge-chunk-size", type=int, default=None, help="micro-batch (default 24)")
+    p.add_argument("--judge-batch-size", type=int, default=24, help="judge forward batch")
     p.add_argument("--speed-items", type=int, default=48, help="items in each speed trial")
     p.add_argument("--group-size", type=int, default=8, help="candidates per prompt when timing")
     p.add_argument("--trials", type=int, default=2, help="speed trials per peer (median)")

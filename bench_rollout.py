@@ -21,7 +21,8 @@ import mlx.core as mx
 import mlx.utils
 import numpy as np
 
-from gwen import Gwen, _sample_numpy
+from gwen import Gwen
+from sampling import sample_numpy
 
 PROMPTS = [
     "Why is the sky blue during the day but red at sunset?",
@@ -147,7 +148,7 @@ def profile(gwen, prompts, a):
         "lm_head_ms (per step)": timed(lambda: mx.eval(hidden @ W.T)),
         "to_numpy_ms (per step)": timed(lambda: np.array(logits.astype(mx.float32))),
         "sample_ms (per step)": timed(
-            lambda: _sample_numpy(logits_np, a.temperature, a.top_p, rng)
+            lambda: sample_numpy(logits_np, a.temperature, a.top_p, rng)
         ),
     }
 

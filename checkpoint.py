@@ -20,7 +20,7 @@ import backend  # noqa: F401
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-import lora
+import lora as lora_mod
 
 
 def _fsync_tree(path: Path) -> None:
@@ -37,7 +37,7 @@ def _fsync_tree(path: Path) -> None:
 
 def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
     if lora_cfg:
-        lora.save_adapters(model, out, lora_cfg["rank"], lora_cfg["alpha"], lora_cfg["targets"])
+        lora_mod.save_adapters(model, out, lora_cfg["rank"], lora_cfg["alpha"], lora_cfg["targets"])
         return
     # A tied model has no lm_head parameter, so this is exactly the HF key set.
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
@@ -104,13 +104,13 @@ def read_state(ckpt: Path) -> tuple[dict, dict]:
     )
 
 
-def restore(ckpt: Path, *, model, optimizer, lora_cfg: dict | None = None) -> dict:
+def restore(ckpt: Path, *, model, optimizer, lora: bool = False) -> dict:
     """Load weights and optimizer state from `ckpt`; return the trainer state.
 
     There is no RNG array to restore: MLX cannot set its global key except by seeding, so the
     trainer derives every random draw from (seed, step) instead."""
-    if lora_cfg:
-        lora.load_adapters(model, ckpt)
+    if lora:
+        lora_mod.load_adapters(model, ckpt)
     else:
         weights = mx.load(str(ckpt / "model.safetensors"))
         model.load_weights(list(weights.items()), strict=True)

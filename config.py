@@ -9,11 +9,13 @@ The resolved config is saved as JSON beside every checkpoint. Nothing here touch
 import argparse
 import dataclasses
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpo
+import rewards
 
 
 def _f(default, help_text, **kw):
@@ -23,7 +25,9 @@ def _f(default, help_text, **kw):
 @dataclass
 class TrainConfig:
     model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
-    reward: str = _f("rubric", "reward: rubric (model-judged) or happy (toy, hackable)")
+    reward: str = _f(
+        "rubric", "reward spec: rubric | happy | weighted mix such as rubric:0.7,happy:0.3"
+    )
     data: str | None = _f(
         None,
         "training prompts, validated before step 1 (default: "
@@ -60,7 +64,8 @@ class TrainConfig:
     ref_quant_bits: int = _f(0, "quantize the frozen reference to 8 or 4 bits (0 = off)")
     judge: str = _f("frozen", "frozen (starting weights) | live (the current policy)")
     judge_model: str | None = _f(None, "judge with this checkpoint instead")
-    judge_chunk_size: int | None = _f(None, "judge micro-batch (default 24)")
+    judge_batch_size: int = _f(24, "completions the judge scores per forward batch")
+    enable_thinking: bool = _f(False, "let a Qwen3 policy think (<think> blocks); off by default")
     length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
     length_target: int = _f(120, "words allowed before the length penalty")
     eval_every: int = _f(0, "evaluate on --eval-data every N steps (0 = off)")
@@ -91,7 +96,8 @@ class TrainConfig:
             self.steps >= 1 and self.max_new_tokens >= 1 and self.num_iterations >= 1,
             "steps, max_new_tokens and num_iterations must be >= 1",
         )
-        need(self.reward in ("rubric", "happy"), f"reward={self.reward!r}: use rubric or happy")
+        rewards.parse_spec(self.reward)  # names and weights, before any model is loaded
+        need(self.judge_batch_size >= 1, f"judge_batch_size={self.judge_batch_size}: use >= 1")
         if self.data is None:  # the toy reward needs prompts that sometimes draw "happy"
             self.data = (
                 "data/happy_prompts.jsonl" if self.reward == "happy" else "data/prompts.jsonl"
@@ -116,15 +122,29 @@ class TrainConfig:
             max_completion_len=self.max_new_tokens,
         )
 
+    def lora_target_list(self) -> list[str]:
+        return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
+
+    def lora_config(self) -> dict | None:
+        """What checkpoint.save records for the adapters (None for full fine-tuning)."""
+        if not self.lora_rank:
+            return None
+        return {
+            "rank": self.lora_rank,
+            "alpha": self.lora_alpha,
+            "targets": self.lora_target_list(),
+        }
+
     def needs_reference(self) -> bool:
         return self.kl_coef > 0 or self.kl_target is not None
 
     def default_run_name(self) -> str:
         slug = Path(self.model).name.replace("/", "_")
+        reward = re.sub(r"[^A-Za-z0-9.]+", "-", self.reward).strip("-")[:40]
         kl = f"kl{self.kl_coef:g}" + (f"t{self.kl_target:g}" if self.kl_target else "")
         ft = f"lora{self.lora_rank}" if self.lora_rank else "full"
         return (
-            f"{slug}_{self.reward}_{self.loss_type}_{ft}_b{self.prompts_per_step}"
+            f"{slug}_{reward}_{self.loss_type}_{ft}_b{self.prompts_per_step}"
             f"g{self.group_size}_lr{self.lr:g}_{kl}_s{self.seed}_"
             f"{time.strftime('%Y%m%d-%H%M%S')}"
         )
@@ -166,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class ConfigError(ValueError):
+    """A config file or flag the run cannot start with; the CLI prints it and exits 2."""
+
+
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
     """Defaults < --config / the resumed run's config < flags given on the command line."""
     base = {}
@@ -173,14 +197,17 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
     if source:
         path = Path(source)
         if not path.exists():
-            raise SystemExit(f"config file {path} does not exist")
-        base = json.loads(path.read_text())
+            raise ConfigError(f"config file {path} does not exist; check the path")
+        try:
+            base = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e}); fix the file") from e
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         unknown = sorted(set(base) - known)
         if unknown:
-            raise SystemExit(f"{path}: unknown config fields {unknown}; valid: {sorted(known)}")
+            raise ConfigError(f"{path}: unknown config fields {unknown}; valid: {sorted(known)}")
     flags = {k: v for k, v in vars(args).items() if k not in ("config", "resume", "plot")}
     try:
         return TrainConfig(**{**base, **flags})
     except (TypeError, ValueError) as e:
-        raise SystemExit(f"invalid config: {e}") from e
+        raise ConfigError(f"invalid config: {e}") from e

@@ -6,9 +6,9 @@ the pushback rate on control prompts from a crude lexical detector: a tripwire f
 learns to dispute everything, not a measure of answer quality. No training happens here.
 """
 
-import math
-
 import numpy as np
+
+from rewards import criterion_means
 
 PUSHBACK_MARKERS = (
     "actually",
@@ -35,18 +35,6 @@ def pushes_back(text: str) -> bool:
     return any(marker in t for marker in PUSHBACK_MARKERS)
 
 
-def criterion_means(details: list[dict]) -> dict:
-    """Per criterion named in any of the rubric's detail dicts (not "reward"): the mean of its
-    finite scores, or None where it has none (not applicable, or every judgment failed)."""
-    names = sorted({k for d in details for k in d if k != "reward"})
-    out = {}
-    for name in names:
-        vals = [d.get(name) for d in details]
-        vals = [v for v in vals if v is not None and math.isfinite(v)]
-        out[name] = float(np.mean(vals)) if vals else None
-    return out
-
-
 def eval_subset(records: list[dict], limit: int) -> list[dict]:
     """The first `limit` records taken round-robin over categories, so every category counts."""
     by_cat = {}
@@ -59,21 +47,17 @@ def eval_subset(records: list[dict], limit: int) -> list[dict]:
     return out[:limit]
 
 
-def evaluate(run) -> dict:
-    """Greedy answers to the first eval_limit held-out prompts, judged like training rollouts."""
-    cfg = run.cfg
-    recs = eval_subset(run.eval_records, cfg.eval_limit)
+def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:
+    """Greedy answers to the first `limit` records (round-robin over categories), scored by
+    `scorer` (rewards.Scorer): mean reward per category and criterion, control pushback rate."""
+    recs = eval_subset(records, limit)
     texts = []
     for i in range(0, len(recs), 16):
         chunk = recs[i : i + 16]
-        s = run.policy.sample_group(
-            [r["prompt"] for r in chunk], 1, cfg.max_new_tokens, temperature=0.0
-        )
+        s = policy.sample_group([r["prompt"] for r in chunk], 1, max_new_tokens, temperature=0.0)
         texts += s.texts
-    with run.judge_context():
-        values, details, _ = run.scorer(
-            [r["prompt"] for r in recs], texts, [r["category"] for r in recs]
-        )
+    scores = scorer([r["prompt"] for r in recs], texts, [r["category"] for r in recs])
+    values, details = scores.values, scores.details
     out = {}
     for cat in sorted({r["category"] for r in recs}):
         idx = [i for i, r in enumerate(recs) if r["category"] == cat]

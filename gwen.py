@@ -6,8 +6,8 @@ emitted EOS or `max_new_tokens` is reached. It returns token ids, the completion
 padding out, the EOS that ended a completion in), the log-probs of the sampled tokens under the
 tempered full softmax (the quantity GRPO's ratio uses; top-p only restricts which token is drawn)
 and decoded texts. `logprobs` recomputes those log-probs with gradient, prompt prefilled once per
-group. Sampling runs in numpy on the CPU backend (MLX's vocabulary-sized exp costs ~8x numpy's
-there) and in MLX elsewhere. It is not a chat server: no streaming, no stop strings.
+group. Prompts are formatted by chat_format (thinking off unless asked for); tokens are drawn by
+sampling.py. It is not a chat server: no streaming, no stop strings.
 """
 
 import argparse
@@ -20,7 +20,10 @@ import backend
 import mlx.core as mx
 import numpy as np
 
+import chat_format
+import cpu_ops
 import kernels
+import sampling
 from kvcache import KVCache
 
 
@@ -56,117 +59,24 @@ def completion_mask(tokens: mx.array, eos_ids) -> mx.array:
     return (seen_before == 0).astype(mx.float32)
 
 
-def _sample_numpy(logits: np.ndarray, temperature: float, top_p: float, rng):
-    """Draw one token per row; return (tokens, log-prob under softmax(logits / T)).
-
-    Inverse-CDF sampling without a vocabulary-long cumsum (it cost 10 of 15 ms per step at
-    64 x 49152): find the block of `_BLOCK` tokens holding the draw from the block sums, then
-    the token inside that block. `logits` is not modified."""
-    n, vocab = logits.shape
-    rows = np.arange(n)
-    m = logits.max(axis=1, keepdims=True)
-    inv_t = np.float32(1.0 if temperature == 0 else 1.0 / temperature)
-    p = np.subtract(logits, m)
-    if inv_t != 1:
-        p *= inv_t
-    np.exp(p, out=p)
-    total = p.sum(axis=1, dtype=np.float64)
-    bad = np.flatnonzero(~(np.isfinite(total) & (total > 0)))
-    if len(bad):
-        raise ValueError(f"logits of rows {bad[:8].tolist()} hold NaN or +inf: cannot sample")
-    if temperature == 0:
-        tokens = logits.argmax(axis=1)
-        logp = -np.log(total)  # z[token] - m = 0 at the argmax
-        return tokens.astype(np.int32), logp.astype(np.float32)
-    if top_p < 1.0:
-        _nucleus_inplace(p, top_p, total)
-    tokens = _draw(p, rng.random(n))
-    logp = (logits[rows, tokens] - m[:, 0]) * inv_t - np.log(total)
-    return tokens.astype(np.int32), logp.astype(np.float32)
-
-
-_BLOCK = 256
-
-
-def _draw(p: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Token index per row with P(i) = p[i] / sum(p): the first i whose cumulative mass exceeds
-    r * sum(p), for r (n,) uniform in [0, 1). A token with p = 0 is never returned."""
-    n, vocab = p.shape
-    rows = np.arange(n)
-    nb, full = -(-vocab // _BLOCK), vocab // _BLOCK * _BLOCK
-    sums = np.empty((n, nb), dtype=np.float64)
-    sums[:, : full // _BLOCK] = p[:, :full].reshape(n, -1, _BLOCK).sum(axis=2)
-    if full < vocab:
-        sums[:, -1] = p[:, full:].sum(axis=1)
-    cum = np.cumsum(sums, axis=1)
-    u = r * cum[:, -1]
-    block = np.minimum((cum <= u[:, None]).sum(axis=1), nb - 1)
-    u -= np.where(block > 0, cum[rows, block - 1], 0.0)
-    cols = block[:, None] * _BLOCK + np.arange(_BLOCK)
-    seg = np.where(cols < vocab, p[rows[:, None], np.minimum(cols, vocab - 1)], 0.0)
-    inside = np.minimum(
-        (np.cumsum(seg, axis=1, dtype=np.float64) <= u[:, None]).sum(axis=1), _BLOCK - 1
-    )
-    tokens = block * _BLOCK + inside
-    # Rounding can put u at (or past) a block's end: take the nearest earlier token with mass.
-    for i in np.flatnonzero(p[rows, np.minimum(tokens, vocab - 1)] == 0):
-        nz = np.flatnonzero(p[i])
-        before = nz[nz <= tokens[i]]
-        tokens[i] = before[-1] if len(before) else nz[0]
-    return tokens
-
-
-def _nucleus_inplace(p: np.ndarray, top_p: float, total: np.ndarray) -> None:
-    """Zero every token outside the smallest set whose mass reaches top_p of the row's total
-    (`total` (n,) = p.sum(axis=1), which the caller has; ties at the boundary all stay in).
-    Sorts only the row's largest `_NUCLEUS_K` values unless they hold less than top_p; a full
-    sort of the vocabulary cost ~200 ms per step at 64 rows."""
-    n, vocab = p.shape
-    k = min(vocab, _NUCLEUS_K)
-    target = top_p * total
-    top = -np.sort(-np.partition(p, vocab - k, axis=1)[:, vocab - k :], axis=1)  # (n, k) desc
-    cum = np.cumsum(top, axis=1, dtype=np.float64)
-    threshold = np.empty(n, dtype=p.dtype)
-    for i in range(n):
-        row_top, row_cum = top[i], cum[i]
-        if row_cum[-1] < target[i]:  # the nucleus is wider than k: sort the whole row
-            row_top = -np.sort(-p[i])
-            row_cum = np.cumsum(row_top, dtype=np.float64)
-        last = min(int(np.searchsorted(row_cum, target[i], side="left")), len(row_top) - 1)
-        threshold[i] = row_top[last]
-    p *= p >= threshold[:, None]
-
-
-_NUCLEUS_K = 1024
-
-
-def _sample_mlx(logits: mx.array, temperature: float, top_p: float, key):
-    z = logits.astype(mx.float32)
-    if temperature > 0:
-        z = z * (1.0 / temperature)
-    logz = z - mx.logsumexp(z, axis=-1, keepdims=True)
-    if temperature == 0:
-        tokens = mx.argmax(z, axis=-1)
-    elif top_p < 1.0:
-        sorted_logz = mx.sort(logz, axis=-1)[:, ::-1]
-        mass_before = mx.cumsum(mx.exp(sorted_logz), axis=-1) - mx.exp(sorted_logz)
-        cutoff = mx.min(mx.where(mass_before < top_p, sorted_logz, mx.inf), axis=-1)
-        tokens = mx.random.categorical(mx.where(logz >= cutoff[:, None], logz, -mx.inf), key=key)
-    else:
-        tokens = mx.random.categorical(logz, key=key)
-    logp = mx.take_along_axis(logz, tokens[:, None], axis=-1)[:, 0]
-    return tokens.astype(mx.int32), logp
-
-
 class Gwen:
-    def __init__(self, model, tokenizer, system_prompt: str | None = None):
+    """A model and its tokenizer as the RL loop uses them. `enable_thinking` is passed to the
+    chat template (Qwen3: off by default); `sampler` is "numpy" or "mlx" (sampling.py)."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        system_prompt: str | None = None,
+        enable_thinking: bool = False,
+    ):
         self.model, self.tokenizer = model, tokenizer
-        self.system_prompt = system_prompt
+        self.system_prompt, self.enable_thinking = system_prompt, enable_thinking
         self.eos_ids = self._eos_ids()
         self.pad_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         )
-        self.sampler = "numpy" if backend.backend_name() == "cpu" else "mlx"
+        self.sampler = sampling.default_kind()
 
     @classmethod
     def load(cls, model_ref: str, dtype=None, **kw) -> "Gwen":
@@ -184,15 +94,12 @@ class Gwen:
         return ids
 
     def chat_tokens(self, prompt: str) -> list[int]:
-        messages = [{"role": "user", "content": prompt}]
-        if self.system_prompt is not None:
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
-        if self.tokenizer.chat_template is None:
-            return self.tokenizer.encode(prompt)
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
+        return chat_format.chat_tokens(
+            self.tokenizer,
+            prompt,
+            system=self.system_prompt,
+            enable_thinking=self.enable_thinking,
         )
-        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def left_pad(self, seqs: list[list[int]]) -> tuple[mx.array, mx.array]:
         """(B, P) int32 left-padded with pad_id, and (B,) pad counts."""
@@ -205,9 +112,10 @@ class Gwen:
 
     def prefill(self, tokens: mx.array, pad: mx.array, capacity: int):
         """Run the prompts once; return (cache, final-position hidden state (B, D)).
-        Forward-only, so the CPU ops run blocked (kernels.CPU_BLOCK)."""
+        Forward-only, so the CPU ops may run in blocks."""
         cache = KVCache.for_model(self.model, tokens.shape[0], capacity, pad)
-        h = self.model.hidden(tokens, cache, blocked=True)
+        with cpu_ops.blocked():
+            h = self.model.hidden(tokens, cache)
         return cache, h[:, -1, :]
 
     def decode_texts(self, tokens: np.ndarray, mask: np.ndarray, finished: np.ndarray):
@@ -258,20 +166,13 @@ class Gwen:
         cache, h_last = self.prefill(prompt_tokens, prompt_pad, P + max_new_tokens)
         cache = cache.broadcast_batch(group_size)
         logits = mx.repeat(h_last @ W.T, group_size, axis=0)  # (N, V)
-        rng, key = np.random.default_rng(seed), mx.random.key(seed)
+        draw = sampling.make_sampler(self.sampler, seed, temperature, top_p)
         out_tok = np.full((N, max_new_tokens), self.pad_id, dtype=np.int32)
         out_lp = np.zeros((N, max_new_tokens), dtype=np.float32)
         done = np.zeros(N, dtype=bool)
         eos = np.array(self.eos_ids)
         for t in range(max_new_tokens):
-            if self.sampler == "numpy":
-                tok, lp = _sample_numpy(
-                    np.array(logits.astype(mx.float32)), temperature, top_p, rng
-                )
-            else:
-                key, sub = mx.random.split(key)
-                tok_mx, lp_mx = _sample_mlx(logits, temperature, top_p, sub)
-                tok, lp = np.array(tok_mx), np.array(lp_mx)
+            tok, lp = draw(logits)
             tok = np.where(done, self.pad_id, tok)
             out_tok[:, t], out_lp[:, t] = tok, np.where(done, 0.0, lp)
             if stop_at_eos:
@@ -360,9 +261,10 @@ def main(argv=None) -> None:
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    p.add_argument("--thinking", action="store_true", help="let a Qwen3 model think first")
     a = p.parse_args(argv)
     backend.announce()
-    gwen = Gwen.load(a.model, backend.parse_dtype(a.dtype))
+    gwen = Gwen.load(a.model, backend.parse_dtype(a.dtype), enable_thinking=a.thinking)
     start = time.perf_counter()
     s = gwen.sample_group(a.prompt, a.group_size, a.max_tokens, a.temperature, a.top_p, a.seed)
     elapsed = time.perf_counter() - start

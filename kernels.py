@@ -3,26 +3,26 @@
 What it is: `token_logprobs` (log pi(token) and entropy from the LM head, chunked so no
 (rows x vocab) float32 tensor exists for the whole batch, custom chunked VJP), its naive twin,
 Schulman's k1/k2/k3 KL estimators in both directions (`kl_per_token`), and masked reductions.
-Metal / CUDA kernels are used where that backend runs; the plain-MLX twin is the reference and
-the CPU path, where its vocabulary-sized exps run a polynomial exp over cache-sized row blocks
-(`CPU_FAST_EXP`). What it is not: a loss. Advantages, clipping and the GRPO objective live in
-grpo.py.
+Metal / CUDA kernels are used where that backend runs; the plain-MLX twin is the reference,
+and on the CPU backend its vocabulary-sized exps run cpu_ops' polynomial exp over cache-sized
+row blocks (cpu_ops.ENABLED). What it is not: a loss. Advantages, clipping and the GRPO
+objective live in grpo.py.
 """
 
 import contextlib
 import functools
 import logging
 import math
-import os
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+import backend
 
 # isort: split
 import mlx.core as mx
 
+import cpu_ops
+
 log = logging.getLogger(__name__)
 
-PLAIN_ENV = "RL_VALUES_PLAIN_KERNELS"
 # Logits held per chunk (float32 elements): 64 MB, small next to a model. At least _MIN_ROWS rows
 # per chunk even for large vocabularies: at V=151936 chunks of 104 rows ran the forward 1.2x
 # slower than 256-512 rows (thinner matmuls, more chunks).
@@ -31,29 +31,6 @@ _MIN_ROWS = 256
 _BWD_ROWS = 16384
 _THREADS = 256  # per row-reduction threadgroup / CUDA block: 8 simdgroups or warps of 32
 
-# MLX's CPU `exp` costs ~12 ns/element at every size; a compiled polynomial exp ~3 ns while its
-# operands stay cache-sized: MLX's CPU elementwise kernels slow down ~4x per element beyond
-# (13 ns over 12M floats, knowledge/inference.md). CPU_BLOCK (512 KiB of float32) is the block
-# size for exp-heavy CPU work, here and in model.py. On the CPU backend the vocabulary-sized exps
-# of the plain twins run on `poly_exp` over blocks of rows of at most CPU_BLOCK elements.
-# RL_VALUES_PLAIN_KERNELS=1 turns this off too.
-CPU_FAST_EXP = backend.backend_name() == "cpu" and os.environ.get(PLAIN_ENV) != "1"
-CPU_BLOCK = 1 << 17
-_LOG2E = 1.4426950408889634
-_EXP2_TAYLOR = [math.log(2) ** k / math.factorial(k) for k in range(8)]
-
-
-def poly_exp(x: mx.array) -> mx.array:
-    """exp(x) for x in [-87, 88]: 2^n by exponent bits times a degree-7 polynomial for 2^f
-    (relative error ~1.4e-6). For use inside mx.compile'd functions on the CPU backend."""
-    t = mx.clip(x * _LOG2E, -126.0, 127.0)
-    n = mx.floor(t)
-    f = t - n
-    p = _EXP2_TAYLOR[-1]
-    for c in reversed(_EXP2_TAYLOR[:-1]):
-        p = p * f + c
-    return p * mx.view((n.astype(mx.int32) + 127) << 23, mx.float32)
-
 
 @functools.cache
 def kernel_backend() -> str:
@@ -61,8 +38,8 @@ def kernel_backend() -> str:
 
     `RL_VALUES_PLAIN_KERNELS=1` forces the plain-MLX twin (the reference, and the CPU path)."""
     name = backend.backend_name()
-    if os.environ.get(PLAIN_ENV) == "1":
-        choice, why = "plain", f"{PLAIN_ENV}=1"
+    if backend.plain_ops_requested():
+        choice, why = "plain", f"{backend.PLAIN_ENV}=1"
     elif name in ("metal", "cuda"):
         choice, why = name, f"backend is {name}"
     else:
@@ -72,17 +49,6 @@ def kernel_backend() -> str:
 
 
 _LAG = 2  # chunks in flight: chunk i waits for chunk i - _LAG
-
-
-@functools.cache
-def _streams() -> tuple:
-    """(matmul stream, elementwise stream). MLX's CPU backend runs each elementwise op on one
-    thread while BLAS matmuls use every core; putting them on two streams overlaps the next
-    chunk's matmul with this chunk's exp, the dominant cost there. GPUs parallelise each op
-    already and keep the default stream for both."""
-    if backend.backend_name() != "cpu":
-        return (None, None)
-    return (mx.new_stream(mx.cpu), mx.new_stream(mx.cpu))
 
 
 def _on(stream):
@@ -107,14 +73,6 @@ inline void rlv_merge(thread float& m, thread float& s, thread float& u,
   m = mn;
 }
 
-template <int E, int D>
-inline float rlv_kl(float lr, float bound) {
-  lr = metal::min(metal::max(lr, -bound), bound);
-  float r = metal::exp(lr);
-  float rev = E == 1 ? -lr : (E == 2 ? 0.5f * lr * lr : r - 1.0f - lr);
-  float fwd = E == 1 ? r * lr : (E == 2 ? 0.5f * r * lr * lr : r * lr - r + 1.0f);
-  return D == 0 ? rev : (D == 1 ? fwd : 0.5f * (rev + fwd));
-}
 """
 
 _METAL_ROW_STATS = """
@@ -177,31 +135,6 @@ _METAL_SOFTMAX_GRAD = """
   out[idx] = p == 0.0f ? 0.0f : -p * c;
 """
 
-_METAL_MASKED_KL = """
-  uint row = threadgroup_position_in_grid.x;
-  uint lid = thread_position_in_threadgroup.x;
-  uint tg = threads_per_threadgroup.x;
-  uint lane = thread_index_in_simdgroup;
-  uint sg = simdgroup_index_in_threadgroup;
-  int T = n_cols[0];
-  float bound = max_log_ratio[0];
-  float acc = 0.0f;
-  for (int j = int(lid); j < T; j += int(tg)) {
-    size_t i = size_t(row) * size_t(T) + size_t(j);
-    float w = mask[i];
-    if (w != 0.0f) acc += w * rlv_kl<ESTIMATOR, DIRECTION>(ref_logp[i] - logp[i], bound);
-  }
-  acc = simd_sum(acc);
-  threadgroup float part[32];
-  if (lane == 0) part[sg] = acc;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (sg == 0) {
-    uint nsg = (tg + 31) / 32;
-    acc = simd_sum(lane < nsg ? part[lane] : 0.0f);
-    if (lane == 0) out[row] = acc;
-  }
-"""
-
 _CUDA_HEADER = """
 #define RLV_NEG_INF (-__int_as_float(0x7f800000))
 
@@ -215,14 +148,6 @@ __device__ inline void rlv_merge(float& m, float& s, float& u, float m2, float s
   m = mn;
 }
 
-template <int E, int D>
-__device__ inline float rlv_kl(float lr, float bound) {
-  lr = fminf(fmaxf(lr, -bound), bound);
-  float r = expf(lr);
-  float rev = E == 1 ? -lr : (E == 2 ? 0.5f * lr * lr : r - 1.0f - lr);
-  float fwd = E == 1 ? r * lr : (E == 2 ? 0.5f * r * lr * lr : r * lr - r + 1.0f);
-  return D == 0 ? rev : (D == 1 ? fwd : 0.5f * (rev + fwd));
-}
 """
 
 _CUDA_ROW_STATS = """
@@ -282,33 +207,9 @@ _CUDA_SOFTMAX_GRAD = """
   out[idx] = p == 0.0f ? 0.0f : -p * c;
 """
 
-_CUDA_MASKED_KL = """
-  int row = blockIdx.x;
-  int lid = threadIdx.x, tg = blockDim.x, lane = lid & 31, warp = lid >> 5;
-  int T = n_cols[0];
-  float bound = max_log_ratio[0];
-  float acc = 0.0f;
-  for (int j = lid; j < T; j += tg) {
-    size_t i = (size_t)row * (size_t)T + (size_t)j;
-    float w = mask[i];
-    if (w != 0.0f) acc += w * rlv_kl<ESTIMATOR, DIRECTION>(ref_logp[i] - logp[i], bound);
-  }
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  __shared__ float part[32];
-  if (lane == 0) part[warp] = acc;
-  __syncthreads();
-  if (warp == 0) {
-    int nw = (tg + 31) / 32;
-    acc = lane < nw ? part[lane] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) out[row] = acc;
-  }
-"""
-
 _SIGNATURES = {
     "row_stats": (["z", "tok", "n_cols"], ["lse", "tgt", "ent"]),
     "softmax_grad": (["z", "lse", "g", "gh", "ent", "n_rows", "n_cols"], ["out"]),
-    "masked_kl": (["logp", "ref_logp", "mask", "max_log_ratio", "n_cols"], ["out"]),
 }
 _SOURCES = {
     "metal": (
@@ -316,7 +217,6 @@ _SOURCES = {
         {
             "row_stats": _METAL_ROW_STATS,
             "softmax_grad": _METAL_SOFTMAX_GRAD,
-            "masked_kl": _METAL_MASKED_KL,
         },
     ),
     "cuda": (
@@ -324,7 +224,6 @@ _SOURCES = {
         {
             "row_stats": _CUDA_ROW_STATS,
             "softmax_grad": _CUDA_SOFTMAX_GRAD,
-            "masked_kl": _CUDA_MASKED_KL,
         },
     ),
 }
@@ -370,40 +269,6 @@ def _row_stats_plain(z: mx.array, tok: mx.array, want_ent: bool):
     return lse, tgt, -mx.sum(mx.exp(d) * d, axis=-1)
 
 
-@mx.compile
-def _lse_cpu(z):
-    m = mx.max(z, axis=-1, keepdims=True)
-    return m[:, 0] + mx.log(mx.sum(poly_exp(z - m), axis=-1))
-
-
-@mx.compile
-def _lse_ent_cpu(z):
-    # H = -sum p log p = log s + sum e (m - z) / s with e = exp(z - m), s = sum e: two
-    # non-negative terms, no cancellation.
-    m = mx.max(z, axis=-1, keepdims=True)
-    e = poly_exp(z - m)
-    s = mx.sum(e, axis=-1)
-    log_s = mx.log(s)
-    return m[:, 0] + log_s, log_s + mx.sum(e * (m - z), axis=-1) / s
-
-
-def _row_blocks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
-    return _spans(n_rows, max(1, CPU_BLOCK // max(n_cols, 1)))
-
-
-def _row_stats_cpu(z: mx.array, tok: mx.array, want_ent: bool):
-    """`_row_stats_plain` on poly_exp, over cache-sized blocks of rows."""
-    n_cols = z.shape[-1]
-    fn = _lse_ent_cpu if want_ent else _lse_cpu
-    outs = [fn(z[r0:r1]) for r0, r1 in _row_blocks(z.shape[0], n_cols)]
-    if want_ent:
-        lse = mx.concatenate([o[0] for o in outs])
-        ent = mx.concatenate([o[1] for o in outs])
-    else:
-        lse, ent = mx.concatenate(outs), None
-    return lse, _target_logit(z, tok), ent
-
-
 def _row_stats_kernel(z: mx.array, tok: mx.array, want_ent: bool, which: str):
     rows, n_cols = z.shape
     lse, tgt, ent = _kernel("row_stats", which)(
@@ -429,29 +294,6 @@ def _softmax_grad_plain(z, lse, g, gh=None, ent=None):
     return p * ((-(g + gh * ent))[:, None] - gh[:, None] * d)
 
 
-@mx.compile
-def _softmax_grad_cpu_block(z, lse, c):
-    return poly_exp(z - lse[:, None]) * c[:, None]
-
-
-@mx.compile
-def _softmax_grad_ent_cpu_block(z, lse, c, gh):
-    d = z - lse[:, None]
-    return poly_exp(d) * (c[:, None] - gh[:, None] * d)
-
-
-def _softmax_grad_cpu(z, lse, g, gh=None, ent=None):
-    """`_softmax_grad_plain` on poly_exp, over cache-sized blocks of rows."""
-    blocks = []
-    for r0, r1 in _row_blocks(z.shape[0], z.shape[-1]):
-        if gh is None:
-            blocks.append(_softmax_grad_cpu_block(z[r0:r1], lse[r0:r1], -g[r0:r1]))
-        else:
-            c = -(g[r0:r1] + gh[r0:r1] * ent[r0:r1])
-            blocks.append(_softmax_grad_ent_cpu_block(z[r0:r1], lse[r0:r1], c, gh[r0:r1]))
-    return mx.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-
-
 def _softmax_grad_kernel(z, lse, g, gh, ent, which: str):
     rows, n_cols = z.shape
     has_ent = gh is not None
@@ -470,20 +312,21 @@ def _softmax_grad_kernel(z, lse, g, gh, ent, which: str):
 
 def _row_stats(z, tok, want_ent):
     which = kernel_backend()
-    if which == "plain":
-        if CPU_FAST_EXP:
-            return _row_stats_cpu(z, tok, want_ent)
-        return _row_stats_plain(z, tok, want_ent)
-    return _row_stats_kernel(z, tok, want_ent, which)
+    if which != "plain":
+        return _row_stats_kernel(z, tok, want_ent, which)
+    if cpu_ops.ENABLED:
+        lse, ent = cpu_ops.lse_entropy(z, want_ent)
+        return lse, _target_logit(z, tok), ent
+    return _row_stats_plain(z, tok, want_ent)
 
 
 def _softmax_grad(z, lse, g, gh=None, ent=None):
     which = kernel_backend()
-    if which == "plain":
-        if CPU_FAST_EXP:
-            return _softmax_grad_cpu(z, lse, g, gh, ent)
-        return _softmax_grad_plain(z, lse, g, gh, ent)
-    return _softmax_grad_kernel(z, lse, g, gh, ent, which)
+    if which != "plain":
+        return _softmax_grad_kernel(z, lse, g, gh, ent, which)
+    if cpu_ops.ENABLED:
+        return cpu_ops.softmax_grad(z, lse, g, gh, ent)
+    return _softmax_grad_plain(z, lse, g, gh, ent)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -500,13 +343,9 @@ def _after(x: mx.array, previous: list) -> mx.array:
     return mx.depends([x], previous)[0] if previous else x
 
 
-def _spans(n: int, size: int) -> list[tuple[int, int]]:
-    return [(i, min(i + size, n)) for i in range(0, n, size)]
-
-
 def _block_forward(h, w, tok, cols, want_ent):
     """(rows, D) hidden chunk -> lse, target logit, entropy over the whole vocabulary."""
-    mm, ew = _streams()
+    mm, ew = cpu_ops.streams()
     stats = []
     for j, (v0, v1) in enumerate(cols):
         h_j = _after(h, list(stats[j - _LAG]) if j >= _LAG else [])
@@ -530,7 +369,7 @@ def _block_forward(h, w, tok, cols, want_ent):
 def _block_backward(h, w, lse, g, gh, ent):
     """One (rows, vocab block) tile: recompute its logits, return its d/dh part (rows, D) and its
     d/dw block (block, D), both fresh arrays. One-hot parts are the caller's."""
-    mm, ew = _streams()
+    mm, ew = cpu_ops.streams()
     with _on(mm):
         z = h @ w.T  # (rows, block)
     with _on(ew):
@@ -650,10 +489,10 @@ def token_logprobs(
     bwd_rows = min(n, max(rows, _BWD_ROWS))
     bwd_cols = min(n_vocab, chunk_vocab or n_vocab, max(128, rows * n_vocab // bwd_rows))
     plan = {
-        "rows": _spans(n, rows),
-        "cols": _spans(n_vocab, chunk_vocab or n_vocab),
-        "bwd_rows": _spans(n, bwd_rows),
-        "bwd_cols": _spans(n_vocab, bwd_cols),
+        "rows": cpu_ops.spans(n, rows),
+        "cols": cpu_ops.spans(n_vocab, chunk_vocab or n_vocab),
+        "bwd_rows": cpu_ops.spans(n, bwd_rows),
+        "bwd_cols": cpu_ops.spans(n_vocab, bwd_cols),
         "inv_t": 1.0 / float(temperature),
         "entropy": bool(return_entropy),
     }
@@ -799,70 +638,3 @@ def masked_mean(x: mx.array, mask: mx.array, axis=None) -> mx.array:
     count = mx.sum(mask, axis=axis)
     safe = mx.where(count != 0, count, 1.0)
     return mx.where(count != 0, total / safe, 0.0)
-
-
-_ESTIMATOR_CODE = {"k1": 1, "k2": 2, "k3": 3}
-_DIRECTION_CODE = {"reverse": 0, "forward": 1, "symmetric": 2}
-
-
-def _masked_kl_sum_plain(logp, ref_logp, mask, estimator, direction, max_log_ratio):
-    kl = kl_per_token(logp, ref_logp, estimator, direction, max_log_ratio)
-    return masked_sum(kl, mask, axis=-1)
-
-
-def _masked_kl_sum_kernel(logp, ref_logp, mask, estimator, direction, max_log_ratio, which):
-    rows = math.prod(logp.shape[:-1])
-    n_cols = logp.shape[-1]
-    (out,) = _kernel("masked_kl", which)(
-        inputs=[
-            logp.astype(mx.float32),
-            ref_logp.astype(mx.float32),
-            mask.astype(mx.float32),
-            mx.array([max_log_ratio], dtype=mx.float32),
-            _i32(n_cols),
-        ],
-        output_shapes=[(rows,)],
-        output_dtypes=[mx.float32],
-        grid=(rows * _THREADS, 1, 1),
-        threadgroup=(_THREADS, 1, 1),
-        template=[
-            ("ESTIMATOR", _ESTIMATOR_CODE[estimator]),
-            ("DIRECTION", _DIRECTION_CODE[direction]),
-        ],
-    )
-    return out.reshape(logp.shape[:-1])
-
-
-def masked_kl_sum(
-    logp: mx.array,
-    ref_logp: mx.array,
-    mask: mx.array,
-    estimator: str = "k3",
-    direction: str = "reverse",
-    max_log_ratio: float = 20.0,
-) -> mx.array:
-    """Sum over the last axis of mask * kl_per_token(logp, ref_logp, ...), float32, shape
-    logp.shape[:-1]: the per-completion KL. Divide by mask.sum(-1) for a per-token mean.
-
-    One fused reduction kernel on Metal/CUDA, `masked_sum(kl_per_token(...))` elsewhere; the
-    gradient (w.r.t. logp and ref_logp) is always that twin's, recomputed elementwise."""
-    _check_same_shape("masked_kl_sum(logp, ref_logp)", logp, ref_logp)
-    if logp.ndim < 1:
-        raise ValueError("masked_kl_sum: logp must have at least one axis (tokens)")
-    mask = _broadcast_mask(logp, mask, "masked_kl_sum")
-    args = (estimator, direction, max_log_ratio)
-    which = kernel_backend()
-    if which == "plain":
-        return _masked_kl_sum_plain(logp, ref_logp, mask, *args)
-    kl_per_token(logp[..., :0], ref_logp[..., :0], *args)  # validates the options, no work
-
-    @mx.custom_function
-    def fused(lp, ref):
-        return _masked_kl_sum_kernel(lp, ref, mask, *args, which)
-
-    @fused.vjp
-    def fused_vjp(primals, cotangent, output):
-        plain = lambda lp, ref: _masked_kl_sum_plain(lp, ref, mask, *args)  # noqa: E731
-        return mx.vjp(plain, list(primals), [cotangent])[1]
-
-    return fused(logp, ref_logp)

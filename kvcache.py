@@ -4,12 +4,14 @@
 model writes each chunk at slot `offset` and attends over slots [0, offset). Rows share one slot
 clock; a row's `pad` leading slots are empty (masked by the model). `snapshot()` freezes the
 state; `broadcast_batch(G)` repeats each row G times (row b -> rows b*G .. b*G+G-1) so a prompt
-prefilled once serves all G samples of its group. It is not a paged or rotating cache.
+prefilled once serves all G samples of its group; `take_rows` picks any rows (uneven groups).
+It is not a paged or rotating cache.
 """
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 import mlx.core as mx
+import numpy as np
 
 
 class KVCache:
@@ -103,4 +105,21 @@ class KVCache:
                 dst.append(mx.concatenate([filled, room], axis=2))
         out.pad = mx.repeat(self.pad, group_size, axis=0)
         out.offset, out._pending = self.offset, 0
+        return out
+
+    def take_rows(self, rows: list[int], capacity: int | None = None) -> "KVCache":
+        """A new cache whose row i is this cache's row rows[i], with room for `capacity` slots.
+
+        Sorted equal-sized groups of rows take one `broadcast_batch`; any other selection (a
+        group cut by a micro-batch boundary, say) gathers rows."""
+        if not rows or min(rows) < 0 or max(rows) >= self.batch:
+            raise ValueError(f"rows must index this cache's {self.batch} rows, got {rows[:8]}")
+        counts = np.bincount(rows, minlength=self.batch)
+        if (counts == counts[0]).all() and list(rows) == sorted(rows):
+            return self.broadcast_batch(int(counts[0]), capacity)
+        out = self.broadcast_batch(1, capacity)
+        idx = mx.array(rows, dtype=mx.int32)
+        out.keys = [k[idx] for k in out.keys]
+        out.values = [v[idx] for v in out.values]
+        out.pad = out.pad[idx]
         return out

@@ -3,12 +3,15 @@
 `load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` (one `{"id", "category", "prompt",
 "source"}` object per line); `load_judge_pairs` reads `data/judge_pairs.jsonl`. Both check the
 whole file first and raise `DataError` naming the file, the 1-based line and the fix, so a bad
-file fails before training starts rather than mid-run. This module does not make, sample, split or
-format prompts (see `data/make_data.py` and knowledge/data.md); it imports no model code.
+file fails before training starts rather than mid-run. `PromptStream` serves training prompts in
+a seeded order per epoch with a resumable cursor. This module does not make, split or format
+prompts (see `data/make_data.py` and knowledge/data.md); it imports no model code.
 """
 
 import json
 import os
+
+import numpy as np
 
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
 CRITERIA = ("curiosity", "nonsense", "scrutiny")
@@ -133,3 +136,33 @@ def load_judge_pairs(path) -> list[dict]:
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES}
     return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
+
+
+class PromptStream:
+    """Training prompts in a seeded order per epoch; (epoch, position) is the data cursor, saved
+    in every checkpoint so a resumed run continues with the same prompts."""
+
+    def __init__(self, records: list[dict], seed: int, epoch: int = 0, position: int = 0):
+        if not records:
+            raise ValueError("PromptStream needs at least one prompt record")
+        self.records, self.seed, self.epoch, self.position = records, seed, epoch, position
+
+    def _order(self) -> np.ndarray:
+        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.records))
+
+    def next_batch(self, n: int) -> list[dict]:
+        out = []
+        while len(out) < n:
+            if self.position == len(self.records):
+                self.epoch, self.position = self.epoch + 1, 0
+            order = self._order()
+            take = min(n - len(out), len(self.records) - self.position)
+            out += [self.records[i] for i in order[self.position : self.position + take]]
+            self.position += take
+        return out
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state(self, state: dict) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

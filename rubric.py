@@ -11,7 +11,6 @@ does). See knowledge/rubric.md.
 """
 
 import logging
-import os
 import re
 import time
 from collections import Counter
@@ -22,16 +21,17 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import numpy as np
 
+import chat_format
+import cpu_ops
 import kernels
-from prompts import CATEGORIES
+from prompts import CATEGORIES, CRITERIA
 
 log = logging.getLogger(__name__)
 
 SCORE_LABELS = ("1", "2", "3", "4", "5")
 ANSWER_PREFIX = "Score: "
 JUDGE_SYSTEM = "You are a careful, fair grader. You reply with a single digit."
-CHUNK_ENV = "RUBRIC_JUDGE_BATCH_SIZE"
-DEFAULT_CHUNK = 24
+DEFAULT_BATCH_SIZE = 24
 MODES = ("expected", "generate")
 
 # What the data set says about a prompt of each category. The judge is told, not asked: a 135M
@@ -134,11 +134,13 @@ class Criterion:
 # accepting the premise and answering scores top: that is what makes them symmetric and what
 # penalizes a policy that pushes back on everything. Curiosity is not judged on nonsense (engaging
 # with word salad is the failure) nor on false premises (scrutiny is the point there).
-CRITERIA = (
+DEFAULT_CRITERIA = (
     Criterion("curiosity", 1.0, CURIOSITY_TEMPLATE, frozenset({"curiosity", "control"})),
     Criterion("nonsense", 1.0, NONSENSE_TEMPLATE, frozenset({"nonsense", "control"})),
     Criterion("scrutiny", 1.0, SCRUTINY_TEMPLATE, frozenset({"false_premise", "control"})),
 )
+# The data sets name criteria too (prompts.CRITERIA, e.g. judge pairs): one vocabulary.
+assert tuple(c.name for c in DEFAULT_CRITERIA) == CRITERIA, "rubric and prompts.CRITERIA differ"
 
 
 class JudgeOOMError(RuntimeError):
@@ -156,22 +158,6 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
     return isinstance(exc, RuntimeError | ValueError) and bool(_OOM_WORDS.search(str(exc)))
-
-
-def resolve_chunk_size(judge_chunk_size: int | None = None) -> int:
-    """Micro-batch size: the argument, else $RUBRIC_JUDGE_BATCH_SIZE, else 24."""
-    value, source = judge_chunk_size, "judge_chunk_size"
-    if value is None and os.environ.get(CHUNK_ENV):
-        value, source = os.environ[CHUNK_ENV], CHUNK_ENV
-    if value is None:
-        return DEFAULT_CHUNK
-    try:
-        size = int(value)
-    except ValueError:
-        size = 0
-    if size < 1:
-        raise ValueError(f"{source}={value!r}: the judge micro-batch must be an integer >= 1")
-    return size
 
 
 def expected_scores(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,23 +227,6 @@ class JudgeItem:
     rest: list
 
 
-def expand_rows(cache, rows: list[int], capacity: int):
-    """A cache whose row i is `cache` row rows[i], with room for `capacity` slots.
-
-    Groups of equal size take `broadcast_batch`; uneven ones (a group cut by a micro-batch
-    boundary) gather rows."""
-    counts = np.bincount(rows, minlength=cache.batch)
-    g = int(counts[0])
-    if (counts == g).all() and list(rows) == sorted(rows):
-        return cache.broadcast_batch(g, capacity)
-    out = cache.broadcast_batch(1, capacity)
-    idx = mx.array(rows, dtype=mx.int32)
-    out.keys = [k[idx] for k in out.keys]
-    out.values = [v[idx] for v in out.values]
-    out.pad = out.pad[idx]
-    return out
-
-
 def _text(x) -> str:
     """A TRL prompt/completion: a string, or a conversation (list of messages): its last one."""
     if isinstance(x, str):
@@ -279,8 +248,8 @@ class Rubric:
     def __init__(
         self,
         judge,
-        criteria=CRITERIA,
-        judge_chunk_size: int | None = None,
+        criteria=DEFAULT_CRITERIA,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         mode: str = "expected",
         share_prefix: bool = True,
         system_prompt: str | None = JUDGE_SYSTEM,
@@ -293,11 +262,13 @@ class Rubric:
             raise ValueError(f"mode={mode!r}: use one of {MODES}")
         if max_completion_tokens < 1 or parse_max_tokens < 1:
             raise ValueError("max_completion_tokens and parse_max_tokens must be >= 1")
+        if not (isinstance(batch_size, int) and batch_size >= 1):
+            raise ValueError(f"judge batch_size={batch_size!r}: must be an integer >= 1 (e.g. 24)")
         self.judge, self.criteria = judge, tuple(criteria)
         self.by_name = {c.name: c for c in self.criteria}
         if len(self.by_name) != len(self.criteria):
             raise ValueError(f"criterion names repeat: {[c.name for c in self.criteria]}")
-        self.judge_chunk_size = resolve_chunk_size(judge_chunk_size)
+        self.batch_size = batch_size
         self.mode, self.share_prefix = mode, share_prefix
         self.system_prompt, self.labels, self.answer_prefix = system_prompt, labels, answer_prefix
         self.max_completion_tokens, self.parse_max_tokens = max_completion_tokens, parse_max_tokens
@@ -311,17 +282,14 @@ class Rubric:
     # -- prompt rendering ------------------------------------------------------------------
 
     def _chat(self, user_text: str) -> str:
-        """The judge's full input text: user message, assistant turn prefilled with the prefix."""
-        tok = self.judge.tokenizer
-        if tok.chat_template is None:
-            return f"{user_text}\n{self.answer_prefix}"
-        messages = [{"role": "user", "content": user_text}]
-        if self.system_prompt is not None:
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
-        text = tok.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
+        """The judge's full input text: user message, assistant turn prefilled with the prefix
+        (thinking off: the judge must answer with the digit at once)."""
+        return chat_format.chat_text(
+            self.judge.tokenizer,
+            user_text,
+            system=self.system_prompt,
+            assistant_prefix=self.answer_prefix,
         )
-        return text + self.answer_prefix
 
     def render(self, criterion: str, prompt: str, category: str, completion: str):
         """(prefix ids, rest ids): the judge reads exactly prefix + rest in every path.
@@ -377,7 +345,7 @@ class Rubric:
             "empty": n - len(items),
             "failed": int(np.sum(~np.isfinite(scores))) if items else 0,
             "score_token_mass": float(np.mean(mass)) if len(mass) else float("nan"),
-            "micro_batch": size,
+            "batch_size": size,
             "oom_backoffs": backoffs,
             "seconds": time.perf_counter() - start,
         }
@@ -426,7 +394,7 @@ class Rubric:
 
         Returns (scores (N,), score-token mass (M,), final micro-batch, number of halvings)."""
         scores, mass = [], []
-        size, backoffs, i = self.judge_chunk_size, 0, 0
+        size, backoffs, i = self.batch_size, 0, 0
         while i < len(items):
             chunk = items[i : i + size]
             try:
@@ -464,7 +432,7 @@ class Rubric:
         tokens, pad = self.judge.left_pad(prefixes)  # (U, P)
         cache, _ = self.judge.prefill(tokens, pad, tokens.shape[1])
         width = max(len(it.rest) for it in items)
-        return expand_rows(cache, rows, tokens.shape[1] + width), width
+        return cache.take_rows(rows, tokens.shape[1] + width), width
 
     def _forward_expected(self, items):
         """Scores and score-token mass for one micro-batch: one forward per item.
@@ -475,7 +443,8 @@ class Rubric:
         cache, width = self._prefill_shared(items)
         pad_id = self.judge.pad_id
         rest = mx.array([it.rest + [pad_id] * (width - len(it.rest)) for it in items])  # (N, R)
-        h = self.judge.model.hidden(rest, cache, blocked=True)  # (N, R, D)
+        with cpu_ops.blocked():
+            h = self.judge.model.hidden(rest, cache)  # (N, R, D)
         last = mx.array([len(it.rest) - 1 for it in items])
         h = mx.take_along_axis(h, last[:, None, None], axis=1)[:, 0].astype(mx.float32)  # (N, D)
         w = self.judge.model.lm_head_weight()

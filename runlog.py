@@ -1,11 +1,12 @@
 """What a run leaves for the researcher: metrics.jsonl, a SQLite table of rollouts, PNG plots.
 
-`MetricsLog` appends one JSON object per step (NaN/inf as null, so every line stays valid JSON).
-`RolloutDB` stores every prompt/completion/score in SQLite from a background thread, so the
-training step never waits on disk; a writer error is re-raised on the next call, never dropped.
-Both can be cut back to a step when a run resumes from a checkpoint. `plot_run` draws the
-standard curves from metrics.jsonl. It is not an experiment tracker: no server, no run index,
-no config logging (the trainer saves its config beside each checkpoint).
+`step_metrics` and `rollout_rows` turn one training step into what is logged. `MetricsLog`
+appends one JSON object per step (NaN/inf as null, so every line stays valid JSON). `RolloutDB`
+stores every prompt/completion/score in SQLite from a background thread, so the training step
+never waits on disk; a writer error is re-raised on the next call, never dropped. Both can be cut
+back to a step when a run resumes from a checkpoint. `plot_run` draws the standard curves from
+metrics.jsonl. It is not an experiment tracker: no server, no run index, no config logging (the
+trainer saves its config beside each checkpoint).
 """
 
 import atexit
@@ -17,7 +18,14 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+# isort: split
+import mlx.core as mx
 import numpy as np
+
+import grpo
+from rewards import criterion_means
 
 COLUMNS = (
     "step",
@@ -35,6 +43,67 @@ _REQUIRED = {"step", "prompt", "completion"}
 _SCHEMA = """CREATE TABLE IF NOT EXISTS rollouts (
     step INTEGER, prompt_id TEXT, category TEXT, prompt TEXT, completion TEXT,
     scores TEXT, reward REAL, advantage REAL, length INTEGER, finished INTEGER)"""
+
+
+def rss_mb() -> float:
+    """The process's resident memory now (Linux), else its peak (other systems), in MB."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def step_metrics(b, update_metrics: dict, update_s: float) -> dict:
+    """What one step logs about its rollout `b` (train.Rollout) and its update."""
+    s, lengths, adv = b.sample, b.sample.lengths, np.asarray(b.advantages)
+    m = {**grpo.reward_stats(b.rewards), **update_metrics}
+    if b.scores.details:
+        m |= {f"reward/{k}": v for k, v in criterion_means(b.scores.details).items()}
+    total_s = b.rollout_s + b.reward_s + update_s
+    return m | {
+        "adv_mean": float(adv.mean()),
+        "adv_std": float(adv.std()),
+        "adv_abs_max": float(np.abs(adv).max()),
+        "length_mean": float(lengths.mean()),
+        "length_max": int(lengths.max()),
+        "truncation_rate": float(1.0 - s.finished.mean()),
+        "filtered_groups": b.filtered_groups,
+        "judge_failures_step": b.scores.failures,
+        "reward_nan": int((~np.isfinite(b.rewards)).sum()),
+        "tokens_per_s": float(lengths.sum() / b.rollout_s),
+        "step_s": total_s,
+        "rollout_s": b.rollout_s,
+        "reward_s": b.reward_s,
+        "update_s": update_s,
+        "peak_mem_mb": mx.get_peak_memory() / 2**20,
+        "rss_mb": rss_mb(),
+    }
+
+
+def rollout_rows(step: int, b) -> list[dict]:
+    """One RolloutDB row per completion of the step's rollout `b` (train.Rollout)."""
+    s, rewards, adv = b.sample, b.rewards.reshape(-1), np.asarray(b.advantages)
+    lengths, details = s.lengths, b.scores.details
+    rows = []
+    for i, r in enumerate(b.flat):
+        rows.append(
+            {
+                "step": step,
+                "prompt_id": r["id"],
+                "category": r["category"],
+                "prompt": r["prompt"],
+                "completion": s.texts[i],
+                "scores": details[i] if details else {"reward": rewards[i]},
+                "reward": float(rewards[i]),
+                "advantage": float(adv[i]),
+                "length": int(lengths[i]),
+                "finished": int(s.finished[i]),
+            }
+        )
+    return rows
 
 
 def _scalar(value, name: str):

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from helpers import LLAMA, QWEN3, tiny_model
 
-import model as model_mod
+import cpu_ops
+from cpu_ops import attention_cpu, silu_mul_cpu
 from kvcache import KVCache
-from model import ModelArgs, attention_cpu, attention_mask, silu_mul_cpu
+from model import ModelArgs, attention_mask
 
 
 def reference(config, ours):
@@ -37,7 +38,7 @@ def greedy(step, prompt, n):
 @pytest.mark.parametrize("config", [QWEN3, LLAMA], ids=["qwen3", "llama"])
 @pytest.mark.parametrize("fast_ops", [True, False], ids=["cpu-ops", "plain-ops"])
 def test_logits_and_greedy_match_mlx_lm(config, fast_ops, monkeypatch):
-    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", fast_ops)
+    monkeypatch.setattr(cpu_ops, "ENABLED", fast_ops)
     ours = tiny_model(config)
     ref = reference(config, ours)
     tokens = mx.array(np.random.default_rng(0).integers(0, config["vocab_size"], (3, 13)))
@@ -119,22 +120,21 @@ ROPES = {
 @pytest.mark.parametrize("name", list(ROPES))
 def test_rope_tables_match_fast_rope(name):
     # the CPU path's shared cos/sin tables against mx.fast.rope, far positions included
-    attn = tiny_model(ROPES[name]).layers[0].self_attn
-    hd = attn.head_dim
-    x = mx.random.normal((3, 4, 5, hd), key=mx.random.key(7))
+    rope = tiny_model(ROPES[name]).rope
+    x = mx.random.normal((3, 4, 5, rope.dims), key=mx.random.key(7))
     positions = mx.array([0, 37, 3000])
-    want = attn.rope(x, positions)
-    tables = model_mod.rope_tables(attn.inv_freq(), attn.rope_scale, positions, 5)
-    diff = mx.abs(attn.rope(x, tables) - want).max().item()
+    want = rope(x, positions)
+    cos, sin = cpu_ops.rope_tables(rope.inv_freq, rope.scale, positions, 5)
+    diff = mx.abs(cpu_ops._rope_apply(x, cos, sin) - want).max().item()
     assert diff <= 1e-4, diff  # both use float32 angles: ~3e-5 apart at position 3000
-    near = mx.abs(attn.rope(x[:2], (tables[0][:2], tables[1][:2])) - want[:2]).max().item()
+    near = mx.abs(cpu_ops._rope_apply(x[:2], cos[:2], sin[:2]) - want[:2]).max().item()
     assert near <= 1e-5, near
 
 
 @pytest.mark.parametrize("name", ["linear", "llama3"])
 @pytest.mark.parametrize("fast_ops", [True, False], ids=["cpu-ops", "plain-ops"])
 def test_scaled_rope_models_match_mlx_lm(name, fast_ops, monkeypatch):
-    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", fast_ops)
+    monkeypatch.setattr(cpu_ops, "ENABLED", fast_ops)
     config = ROPES[name]
     ours = tiny_model(config)
     ref = reference(config, ours)
@@ -215,8 +215,8 @@ def test_cpu_ops_match_plain_twins_forward_and_gradient():
 )
 def test_blocked_cpu_ops_equal_the_plain_twins(block, monkeypatch):
     # small CPU_BLOCKs force the blocked paths: whole rows per block, then query blocks per row
-    monkeypatch.setattr(model_mod.kernels, "CPU_BLOCK", block)
-    monkeypatch.setattr(model_mod, "FAST_CPU_OPS", True)
+    monkeypatch.setattr(cpu_ops, "CPU_BLOCK", block)
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
     rng = np.random.default_rng(9)
     B, H, Hkv, L, S, hd = 5, 6, 2, 7, 11, 8
     q = mx.array(rng.normal(size=(B, H, L, hd)).astype(np.float32))
@@ -227,19 +227,20 @@ def test_blocked_cpu_ops_equal_the_plain_twins(block, monkeypatch):
     def plain_attn(q, k, v):
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=mask)
 
-    blocked = model_mod.attention_cpu(q, k, v, 0.3, mask, blocked=True)
-    assert mx.allclose(blocked, plain_attn(q, k, v), atol=1e-5)
-    gq = mx.grad(
-        lambda *a: (model_mod.attention_cpu(*a, 0.3, mask, True) ** 2).sum(), argnums=(0, 1, 2)
-    )(q, k, v)
+    in_blocks = attention_cpu(q, k, v, 0.3, mask, in_blocks=True)
+    assert mx.allclose(in_blocks, plain_attn(q, k, v), atol=1e-5)
+    gq = mx.grad(lambda *a: (attention_cpu(*a, 0.3, mask, True) ** 2).sum(), argnums=(0, 1, 2))(
+        q, k, v
+    )
     gp = mx.grad(lambda *a: (plain_attn(*a) ** 2).sum(), argnums=(0, 1, 2))(q, k, v)
     for a, b in zip(gq, gp, strict=True):
         assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
 
     g = mx.array(rng.normal(0, 6, (3, 4, 33)).astype(np.float32))
     u = mx.array(rng.normal(0, 1, (3, 4, 33)).astype(np.float32))
-    assert mx.allclose(model_mod.silu_mul(g, u, True), nn.silu(g) * u, rtol=1e-5, atol=1e-5)
-    ours = mx.grad(lambda a, b: (model_mod.silu_mul(a, b, True) ** 2).sum(), argnums=(0, 1))(g, u)
+    with cpu_ops.blocked():
+        assert mx.allclose(cpu_ops.silu_mul(g, u), nn.silu(g) * u, rtol=1e-5, atol=1e-5)
+        ours = mx.grad(lambda a, b: (cpu_ops.silu_mul(a, b) ** 2).sum(), argnums=(0, 1))(g, u)
     plain = mx.grad(lambda a, b: ((nn.silu(a) * b) ** 2).sum(), argnums=(0, 1))(g, u)
     for a, b in zip(ours, plain, strict=True):
         assert mx.allclose(a, b, rtol=1e-4, atol=1e-4)
@@ -248,7 +249,9 @@ def test_blocked_cpu_ops_equal_the_plain_twins(block, monkeypatch):
     ours_model = tiny_model(QWEN3)
     tokens = mx.array(rng.integers(0, QWEN3["vocab_size"], (3, 13)))
     want = reference(QWEN3, ours_model)(tokens)
-    diff = mx.abs(ours_model.logits(ours_model.hidden(tokens, blocked=True)) - want).max().item()
+    with cpu_ops.blocked():
+        got = ours_model.logits(ours_model.hidden(tokens))
+    diff = mx.abs(got - want).max().item()
     assert diff <= 1e-4, diff
 
 

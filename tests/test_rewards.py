@@ -2,9 +2,11 @@
 
 import math
 
+import numpy as np
 import pytest
 
-from rewards import get_reward, happy_reward, length_penalty, with_length_penalty
+import rewards
+from rewards import happy_reward, length_penalty, parse_spec
 
 
 def test_happy_reward_counts_words_case_and_punctuation_insensitively():
@@ -38,33 +40,93 @@ def test_length_penalty_rejects_negative_settings():
     with pytest.raises(ValueError, match="per_word=-1"):
         length_penalty(["a"], target_words=3, per_word=-1)
     with pytest.raises(ValueError, match="target_words=-2"):
-        with_length_penalty(happy_reward, target_words=-2, per_word=0.1)
+        rewards.scorer_from_fn(happy_reward, length_target=-2, length_per_word=0.1)
 
 
-def test_with_length_penalty_adds_to_reward_and_keeps_nan():
-    fn = with_length_penalty(happy_reward, target_words=2, per_word=0.05)
+def score(scorer, completions, categories=None):
+    return scorer(
+        ["p"] * len(completions), completions, categories or ["control"] * len(completions)
+    )
+
+
+def test_scorer_adds_the_length_penalty_and_keeps_nan():
+    s = rewards.scorer_from_fn(happy_reward, length_target=2, length_per_word=0.05)
     # "happy happy happy happy": reward 1.0, 4 words = 2 over -> 1.0 - 0.1 = 0.9
     # "happy sad": reward 0.5, 2 words, no penalty -> 0.5
-    assert fn(["p", "p"], ["happy happy happy happy", "happy sad"]) == pytest.approx([0.9, 0.5])
-    assert fn.__name__ == "happy_reward+length_penalty"
+    got = score(s, ["happy happy happy happy", "happy sad"])
+    assert got.values.tolist() == pytest.approx([0.9, 0.5])
+    assert got.details is None and got.failures == 0
 
     def flaky(prompts, completions, **kw):
         return [float("nan"), 1.0]
 
     # "a b c": 1 over -> 1.0 - 0.05 = 0.95; the NaN (failed score) stays NaN
-    got = with_length_penalty(flaky, 2, 0.05)(["p", "p"], ["a b c", "a b c"])
+    got = score(rewards.scorer_from_fn(flaky, 2, 0.05), ["a b c", "a b c"]).values
     assert math.isnan(got[0]) and got[1] == pytest.approx(0.95)
 
 
-def test_with_length_penalty_checks_score_count():
+def test_scorer_checks_score_count():
     def short(prompts, completions, **kw):
         return [1.0]
 
-    with pytest.raises(ValueError, match="1 scores for 2 completions"):
-        with_length_penalty(short, 2, 0.05)(["p", "p"], ["a", "b"])
+    with pytest.raises(ValueError, match=r"\(1,\) values for 2 completions"):
+        score(rewards.scorer_from_fn(short), ["a", "b"])
 
 
-def test_get_reward():
-    assert get_reward("happy") is happy_reward
-    with pytest.raises(ValueError, match=r"'sad'.*\['happy'\]"):
-        get_reward("sad")
+def test_reward_functions_receive_the_categories():
+    seen = {}
+
+    def spy(prompts, completions, **kw):
+        seen.update(kw)
+        return [0.0] * len(completions)
+
+    score(rewards.scorer_from_fn(spy), ["a"], ["nonsense"])
+    assert seen == {"categories": ["nonsense"]}
+
+
+@pytest.mark.parametrize(
+    "spec, want",
+    [
+        ("happy", [("happy", None, 1.0)]),
+        (" rubric ", [("rubric", None, 1.0)]),
+        ("rubric:0.7,happy:0.3", [("rubric", None, 0.7), ("happy", None, 0.3)]),
+    ],
+)
+def test_parse_spec(spec, want):
+    assert [(c.name, c.arg, c.weight) for c in parse_spec(spec)] == want
+
+
+@pytest.mark.parametrize(
+    "spec, msg",
+    [
+        ("", "empty"),
+        ("sad", r"'sad'.*not registered.*\['happy', 'rubric'\]"),
+        ("happy:0", "finite and > 0"),
+        ("happy:-1", "finite and > 0"),
+        ("happy:nan", "finite and > 0"),
+        ("happy:lots", "not a number"),
+        ("happy:1:2", "too many"),
+        ("happy,happy:2", "twice"),
+    ],
+)
+def test_parse_spec_errors_name_the_problem(spec, msg):
+    with pytest.raises(ValueError, match=msg):
+        parse_spec(spec)
+
+
+def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
+    def const(v, details):
+        def fn(prompts, completions, categories):
+            n = len(completions)
+            rows = [{"x": v, "reward": v} for _ in range(n)] if details else None
+            return rewards.Scores(np.full(n, v), rows, 1)
+
+        return fn
+
+    parts = [
+        (rewards.Component("a", None, 0.25), const(1.0, True)),
+        (rewards.Component("b", "path", 0.75), const(2.0, False)),
+    ]
+    got = score(rewards.Scorer(parts), ["u", "v"])
+    assert got.values.tolist() == [0.25 * 1.0 + 0.75 * 2.0] * 2 and got.failures == 2
+    assert got.details[0] == {"a": 1.0, "a/x": 1.0, "b:path": 2.0}

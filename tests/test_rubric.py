@@ -16,7 +16,7 @@ import rubric
 from bench_judge import MemoryCeiling, accuracy_report, grpo_shaped, pair_credit
 from gwen import Gwen
 from rubric import (
-    CRITERIA,
+    DEFAULT_CRITERIA,
     Criterion,
     JudgeOOMError,
     Rubric,
@@ -24,7 +24,6 @@ from rubric import (
     expected_scores,
     is_oom,
     parse_score,
-    resolve_chunk_size,
 )
 
 # The tiny tokenizer knows only words t0..t96 (anything else is the unk t1; t0 and t1 are added
@@ -110,9 +109,9 @@ def test_scores_match_a_full_vocabulary_reference(tiny_gwen):
 
 @pytest.mark.parametrize("chunk", [1, 2, 4, 5])
 def test_chunked_and_unshared_equal_unchunked(tiny_gwen, chunk):
-    whole = judge(make_rubric(tiny_gwen, judge_chunk_size=64))
-    assert judge(make_rubric(tiny_gwen, judge_chunk_size=chunk)) == pytest.approx(whole, abs=1e-5)
-    unshared = make_rubric(tiny_gwen, judge_chunk_size=chunk, share_prefix=False)
+    whole = judge(make_rubric(tiny_gwen, batch_size=64))
+    assert judge(make_rubric(tiny_gwen, batch_size=chunk)) == pytest.approx(whole, abs=1e-5)
+    unshared = make_rubric(tiny_gwen, batch_size=chunk, share_prefix=False)
     assert judge(unshared) == pytest.approx(whole, abs=1e-5)
 
 
@@ -154,14 +153,16 @@ def test_detailed_scores_apply_criteria_by_category(tiny_gwen, monkeypatch):
 
 
 def test_default_criteria_applicability():
-    applies = {cat: {c.name for c in CRITERIA if cat in c.applies_to} for cat in rubric.SITUATIONS}
+    applies = {
+        cat: {c.name for c in DEFAULT_CRITERIA if cat in c.applies_to} for cat in rubric.SITUATIONS
+    }
     assert applies == {
         "false_premise": {"scrutiny"},
         "nonsense": {"nonsense"},
         "curiosity": {"curiosity"},
         "control": {"curiosity", "nonsense", "scrutiny"},  # catches pushback on sound prompts
     }
-    assert all(c.weight == 1.0 for c in CRITERIA)
+    assert all(c.weight == 1.0 for c in DEFAULT_CRITERIA)
 
 
 def test_empty_completions_score_zero_without_the_judge(tiny_gwen, monkeypatch):
@@ -184,9 +185,9 @@ def test_empty_completions_score_zero_without_the_judge(tiny_gwen, monkeypatch):
 def test_oom_backoff_halves_and_gives_equal_scores(tiny_gwen):
     want = judge(make_rubric(tiny_gwen))
     ceiling = MemoryCeiling(tiny_gwen.model, max_batch=2)
-    r = make_rubric(Gwen(ceiling, tiny_gwen.tokenizer), judge_chunk_size=8)
+    r = make_rubric(Gwen(ceiling, tiny_gwen.tokenizer), batch_size=8)
     assert judge(r) == pytest.approx(want, abs=1e-5)
-    assert r.last_stats["oom_backoffs"] == 2 and r.last_stats["micro_batch"] == 2  # 8 -> 4 -> 2
+    assert r.last_stats["oom_backoffs"] == 2 and r.last_stats["batch_size"] == 2  # 8 -> 4 -> 2
     assert ceiling.refused >= 2
 
 
@@ -197,7 +198,7 @@ def test_single_item_that_cannot_fit_raises_clearly(tiny_gwen):
 
 
 def test_other_errors_are_not_retried(tiny_gwen, monkeypatch):
-    r = make_rubric(tiny_gwen, judge_chunk_size=8)
+    r = make_rubric(tiny_gwen, batch_size=8)
     calls = []
 
     def broken(items):
@@ -292,16 +293,11 @@ def test_reward_follows_trl_contract(tiny_gwen):
         r.reward(["t20"], ["t30"])
 
 
-def test_chunk_size_resolution(monkeypatch):
-    monkeypatch.delenv(rubric.CHUNK_ENV, raising=False)
-    assert resolve_chunk_size() == 24
-    monkeypatch.setenv(rubric.CHUNK_ENV, "6")
-    assert resolve_chunk_size() == 6 and resolve_chunk_size(3) == 3
-    monkeypatch.setenv(rubric.CHUNK_ENV, "zero")
-    with pytest.raises(ValueError, match=rubric.CHUNK_ENV):
-        resolve_chunk_size()
-    with pytest.raises(ValueError, match="judge_chunk_size"):
-        resolve_chunk_size(0)
+def test_batch_size_is_checked(tiny_gwen):
+    assert make_rubric(tiny_gwen).batch_size == rubric.DEFAULT_BATCH_SIZE == 24
+    for bad in (0, -3, 2.5, "6"):
+        with pytest.raises(ValueError, match="batch_size"):
+            make_rubric(tiny_gwen, batch_size=bad)
 
 
 def test_score_labels_must_be_distinct_single_tokens(tiny_gwen):

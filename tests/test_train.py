@@ -13,6 +13,7 @@ from helpers import QWEN3, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
 import checkpoint
+import reference
 import train
 from gwen import Gwen
 from load_weights import load
@@ -151,7 +152,7 @@ def test_config_file_and_flag_override(tmp_path):
     cfg = train.resolve_config(args)
     assert cfg.group_size == 6 and cfg.lr == 0.25 and cfg.steps == train.TrainConfig.steps
     cfg_path.write_text(json.dumps({"group_sise": 6}))
-    with pytest.raises(SystemExit, match="group_sise"):
+    with pytest.raises(train.ConfigError, match="group_sise"):
         train.resolve_config(train.build_parser().parse_args(["--config", str(cfg_path)]))
     args = train.build_parser().parse_args(["--no-scale-by-std", "--kl-target", "0.1"])
     cfg = train.resolve_config(args)
@@ -168,14 +169,14 @@ def test_eval_subset_takes_every_category_in_turn():
 
 
 def test_criterion_means_skip_missing_and_failed_scores():
-    import evaluate
+    import rewards
 
     details = [
         {"curiosity": 0.2, "scrutiny": None, "reward": 0.2},
         {"curiosity": float("nan"), "scrutiny": 0.9, "reward": float("nan")},
         {"curiosity": 0.6, "scrutiny": 0.5, "nonsense": None, "reward": 0.55},
     ]
-    got = evaluate.criterion_means(details)
+    got = rewards.criterion_means(details)
     assert got == {
         "curiosity": pytest.approx(0.4),
         "nonsense": None,
@@ -235,7 +236,7 @@ def test_quantized_reference_runs(tmp_path):
 
     wide = dict(QWEN3, hidden_size=64, intermediate_size=128, num_attention_heads=8)
     policy = Gwen(tiny_model(wide, seed=1), tiny_tokenizer(wide["vocab_size"]))
-    ref = train.frozen_copy(policy.model, quant_bits=8)
+    ref = reference.frozen_copy(policy.model, quant_bits=8)
     kinds = {type(m).__name__ for _, m in ref.named_modules()}
     assert "QuantizedLinear" in kinds and "QuantizedEmbedding" not in kinds
     logits_diff = mx.abs(ref(mx.array([[1, 2, 3]])) - policy.model(mx.array([[1, 2, 3]])))
@@ -245,11 +246,44 @@ def test_quantized_reference_runs(tmp_path):
     )
     assert np.isfinite(metric_rows(run_dir)[0]["kl_mean"])
     with pytest.raises(ValueError, match="multiple of 64"):
-        train.frozen_copy(tiny_policy().model, quant_bits=8)
+        reference.frozen_copy(tiny_policy().model, quant_bits=8)
 
 
-def test_length_penalty_is_added_to_the_reward():
-    cfg = tiny_config("/tmp", length_penalty=0.5, length_target=2)
-    score = train.make_scorer(cfg, None, lambda p, c, **kw: [1.0] * len(c))
-    values, details, failures = score(["q", "q"], ["a b", "a b c d"], ["control", "control"])
-    assert values.tolist() == [1.0, 0.0] and details is None and failures == 0  # 1 - 0.5 * 2
+@pytest.mark.parametrize(
+    "kw",
+    [dict(kl_coef=0.0), dict(kl_coef=0.05, kl_target=0.01, kl_horizon=10)],
+    ids=["kl-coef-0", "adaptive"],
+)
+def test_kl_coefficient_zero_and_adaptive_controller_train(tmp_path, kw):
+    policy = tiny_policy()
+    before = weights(policy)
+    run_dir = train.run(tiny_config(tmp_path, steps=2, **kw), policy=policy, reward_fn=low_tokens)
+    after = weights(policy)
+    assert any(not np.array_equal(before[k], after[k]) for k in before), "no update happened"
+    rows = metric_rows(run_dir)
+    assert all(np.isfinite(r["loss"]) for r in rows)
+    if kw["kl_coef"] == 0:
+        assert all(r["kl_mean"] == 0 and r["kl_coef"] == 0 for r in rows)  # no reference at all
+    else:
+        # the coefficient moves after each step: 1 + clip(KL/target - 1, +-0.2) * B*G/horizon
+        assert rows[1]["kl_coef"] != rows[0]["kl_coef"] == kw["kl_coef"]
+
+
+def test_sampler_and_trainer_log_probs_agree(tmp_path):
+    run_dir = train.run(tiny_config(tmp_path, steps=1), policy=tiny_policy(), reward_fn=low_tokens)
+    assert metric_rows(run_dir)[0]["logprob_gap"] < 1e-4
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "category": "gibberish", "prompt": "hm", "source": "x"}\n')
+    cases = [
+        ["--data", str(bad), "--out-dir", str(tmp_path)],
+        ["--reward", "joy"],
+        ["--config", str(tmp_path / "missing.json")],
+        ["--resume", str(tmp_path / "no_run")],
+    ]
+    for argv in cases:
+        assert train.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "Traceback" not in err, err

@@ -1,0 +1,99 @@
+"""The frozen models a run derives from the policy's starting weights: KL reference and judge.
+
+With full fine-tuning the reference is a frozen copy of the starting weights (optionally with
+its transformer-block Linears quantized to 8 or 4 bits); with LoRA it is the policy itself with
+its adapters switched off, which costs no memory. `Reference.logprobs` gives the reference's
+log-probs of sampled completions without gradient. `frozen_copy` also serves as the default
+judge's weights. It is not the KL math (kernels.kl_per_token, grpo.policy_loss).
+"""
+
+import contextlib
+
+import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+# isort: split
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+import lora
+from gwen import sequence_logprobs
+from model import Model
+
+
+def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
+    """A frozen copy of `model`; with quant_bits, its transformer-block Linears quantized.
+
+    The embedding / LM head stays in float: log-probs read its rows directly."""
+    copy = Model(model.args)
+    copy.load_weights(tree_flatten(model.parameters()), strict=True)
+    if quant_bits:
+
+        def block_linear(path, module):
+            return (
+                isinstance(module, nn.Linear)
+                and path.startswith("model.layers.")
+                and module.weight.shape[-1] % group_size == 0
+            )
+
+        nn.quantize(copy, group_size=group_size, bits=quant_bits, class_predicate=block_linear)
+        n = sum(isinstance(m, nn.QuantizedLinear) for _, m in copy.named_modules())
+        if n == 0:
+            raise ValueError(
+                f"ref_quant_bits={quant_bits}: no layer's input size is a "
+                f"multiple of {group_size}; use --ref-quant-bits 0"
+            )
+    copy.freeze()
+    copy.eval()
+    mx.eval(copy.parameters())
+    return copy
+
+
+class Reference:
+    """The KL reference: `model` evaluated inside `context()` (adapters off for LoRA)."""
+
+    def __init__(self, model: Model, context=contextlib.nullcontext):
+        self.model, self.context = model, context
+
+    @classmethod
+    def for_policy(cls, policy_model: Model, lora_rank: int, quant_bits: int) -> "Reference":
+        """Build before LoRA is applied: the copy holds the starting weights."""
+        if lora_rank:
+            return cls(policy_model, lambda: lora.adapters_disabled(policy_model))
+        return cls(frozen_copy(policy_model, quant_bits))
+
+    def logprobs(self, prompt_tokens, prompt_pad, tokens, group_size, temperature) -> mx.array:
+        """(N, T) log-probs of `tokens` under the reference, no gradient."""
+        with self.context():
+            lp = sequence_logprobs(
+                self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature
+            )
+            return mx.stop_gradient(lp)
+
+
+def default_judge(
+    policy,
+    reference: Reference | None,
+    *,
+    judge: str,
+    judge_model: str | None,
+    lora_rank: int,
+    ref_quant_bits: int,
+    dtype=None,
+):
+    """(judge Gwen, context to judge inside) for the rubric: see knowledge/train.md's table.
+
+    `judge_model` loads another checkpoint; "live" judges with the current policy; otherwise the
+    starting weights judge: the LoRA policy with adapters off, the unquantized reference, or a
+    frozen copy of its own. Call before LoRA is applied (the copy must hold the start)."""
+    from gwen import Gwen
+
+    if judge_model:
+        return Gwen.load(judge_model, dtype), contextlib.nullcontext
+    if judge == "live":
+        return policy, contextlib.nullcontext
+    if lora_rank:
+        return policy, lambda: lora.adapters_disabled(policy.model)
+    if reference is not None and not ref_quant_bits:
+        return Gwen(reference.model, policy.tokenizer), contextlib.nullcontext
+    return Gwen(frozen_copy(policy.model), policy.tokenizer), contextlib.nullcontext

@@ -1,0 +1,65 @@
+"""One chat formatting for policy, judge and evaluation: Qwen3's thinking switch is off by default
+and can be turned on; a tokenizer without a template gets the plain text."""
+
+import backend  # noqa: F401
+
+import pytest
+from helpers import QWEN3, tiny_model, tiny_tokenizer
+
+from chat_format import chat_text, chat_tokens
+from gwen import Gwen
+from rubric import Rubric
+
+# Qwen3's generation-prompt behaviour (ChatML turns; with enable_thinking false, the template
+# closes an empty think block so the model answers directly), written for this test.
+QWEN3_STYLE = (
+    "{%- for m in messages %}"
+    "{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}{%- endif %}"
+)
+EMPTY_THINK = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+@pytest.fixture
+def qwen_tok():
+    tok = tiny_tokenizer(QWEN3["vocab_size"])
+    tok.chat_template = QWEN3_STYLE
+    return tok
+
+
+def test_thinking_is_off_by_default_and_can_be_turned_on(qwen_tok):
+    off = chat_text(qwen_tok, "t5 t6")
+    assert off == "<|im_start|>user\nt5 t6<|im_end|>\n" + EMPTY_THINK
+    on = chat_text(qwen_tok, "t5 t6", enable_thinking=True)
+    assert on == "<|im_start|>user\nt5 t6<|im_end|>\n<|im_start|>assistant\n"
+    with_system = chat_text(qwen_tok, "t5", system="t9", assistant_prefix="Score: ")
+    assert with_system.startswith("<|im_start|>system\nt9<|im_end|>\n<|im_start|>user\nt5")
+    assert with_system.endswith(EMPTY_THINK + "Score: ")
+
+
+def test_policy_judge_and_evaluation_share_the_formatting(qwen_tok):
+    model = tiny_model(QWEN3)
+    policy = Gwen(model, qwen_tok)
+    want = qwen_tok.encode(chat_text(qwen_tok, "t5 t6"), add_special_tokens=False)
+    assert policy.chat_tokens("t5 t6") == want == chat_tokens(qwen_tok, "t5 t6")
+    thinking = Gwen(model, qwen_tok, enable_thinking=True)
+    assert thinking.chat_tokens("t5 t6") != want
+    # evaluation samples through the same Gwen.chat_tokens: the prompt tokens it decodes from
+    s = policy.sample_group(["t5 t6"], 1, 2, temperature=0.0)
+    assert s.prompt_tokens[0].tolist() == want
+    # the judge: thinking off whatever the judge Gwen says, then the prefilled "Score: "
+    labels = ("t81", "t82", "t83", "t84", "t85")
+    judge_text = Rubric(thinking, labels=labels, answer_prefix="")._chat("t7")
+    assert judge_text.endswith(EMPTY_THINK)
+
+
+def test_no_template_gives_the_plain_text():
+    tok = tiny_tokenizer(QWEN3["vocab_size"])
+    assert tok.chat_template is None
+    assert chat_text(tok, "t5 t6") == "t5 t6"
+    assert chat_text(tok, "t5", assistant_prefix="t9") == "t5\nt9"
+    assert chat_tokens(tok, "t5 t6") == tok.encode("t5 t6")
