@@ -6,13 +6,16 @@ LoRA, `adapters.safetensors` + `adapter_config.json`; `optimizer.safetensors`; `
 (step, data cursor, KL controller, metrics/SQLite offsets; randomness is keyed by
 (seed, step), so no RNG array is needed); and `train_config.json`
 (the resolved run config). `RUN_DIR/latest` names the newest complete one. A crash mid-write
-leaves only a `.tmp-*` folder, never a half checkpoint. It does not prune old checkpoints.
+leaves only a `.tmp-*` folder, never a half checkpoint; `StopOnSignal` turns a first Ctrl-C or
+SIGTERM into "finish the step, then checkpoint". It does not prune old checkpoints.
 """
 
 import dataclasses
 import json
 import os
 import shutil
+import signal
+import sys
 from pathlib import Path
 
 import backend  # noqa: F401
@@ -119,3 +122,30 @@ def restore(ckpt: Path, *, model, optimizer, lora: bool = False) -> dict:
     state, _ = read_state(ckpt)
     mx.eval(model.parameters(), optimizer.state)
     return state
+
+
+class StopOnSignal:
+    """First Ctrl-C/SIGTERM: finish the step, checkpoint, exit. Second: stop at once."""
+
+    def __init__(self):
+        self.raised = False
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.raised:
+            raise KeyboardInterrupt
+        self.raised = True
+        print(
+            f"signal {signum}: finishing this step, then writing a checkpoint "
+            "(signal again to abort without one)",
+            file=sys.stderr,
+        )
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)

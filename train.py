@@ -12,7 +12,6 @@ checkpoints and (with --plot) PNG curves (runlog.py). It is the loop and its CLI
 import dataclasses
 import functools
 import json
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -269,32 +268,6 @@ def resume_into(run: Run) -> int:
     return state["step"]
 
 
-class _StopFlag:
-    """First Ctrl-C/SIGTERM: finish the step, checkpoint, exit. Second: stop at once."""
-
-    def __init__(self):
-        self.raised = False
-        self._old = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.raised:
-            raise KeyboardInterrupt
-        self.raised = True
-        tqdm.write(
-            f"signal {signum}: finishing this step, then writing a checkpoint "
-            "(signal again to abort without one)"
-        )
-
-    def __exit__(self, *exc):
-        for sig, handler in self._old.items():
-            signal.signal(sig, handler)
-
-
 def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
@@ -336,7 +309,7 @@ def run(
     tqdm.write(f"run dir: {run_dir}")
     bar = tqdm(total=cfg.steps, initial=start, desc="grpo", unit="step", dynamic_ncols=True)
     last_saved = start
-    with _StopFlag() as stop:
+    with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
             m = train_step(r, step)
             bar.update(1)
