@@ -5,7 +5,8 @@ chat template and ends where the assistant's reply begins, optionally with text 
 turn is prefilled with (the judge's "Score: "). Thinking is OFF by default: Qwen3's template
 then closes an empty <think> block, so a policy answers instead of reasoning at length, and the
 judge and the policy see the same kind of prompt. `enable_thinking=True` turns it on; templates
-without the switch ignore it. A tokenizer without a chat template gets the plain text. It is not
+without the switch ignore it. A tokenizer without a chat template gets the plain text (system
+line first). It is not
 a multi-turn conversation manager (chat.py's page keeps its own history).
 """
 
@@ -20,8 +21,9 @@ def chat_text(
 ) -> str:
     """The model's input text for one user turn, ending at the start of the assistant's reply
     (plus `assistant_prefix`, the beginning of a prefilled reply)."""
-    if tokenizer.chat_template is None:
-        return f"{user}\n{assistant_prefix}" if assistant_prefix else user
+    if tokenizer.chat_template is None:  # plain text; a system line is kept, not dropped
+        text = user if system is None else f"{system}\n\n{user}"
+        return f"{text}\n{assistant_prefix}" if assistant_prefix else text
     messages = [{"role": "user", "content": user}]
     if system is not None:
         messages.insert(0, {"role": "system", "content": system})

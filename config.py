@@ -25,9 +25,9 @@ def _f(default, help_text, **kw):
 @dataclass
 class TrainConfig:
     model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
-    reward: str = _f(
-        "rubric", "reward spec: rubric | happy | weighted mix such as rubric:0.7,happy:0.3"
-    )
+    reward: str = _f("rubric", "reward spec: rubric | rm:PATH | happy | mix rubric:0.5,rm:PATH:0.5")
+    reward_config: str | None = _f(None, "YAML file of reward components (replaces --reward)")
+    reward_fn: str | None = _f(None, "FILE.py:FUNCTION, a reward function (replaces --reward)")
     data: str | None = _f(
         None,
         "training prompts, validated before step 1 (default: "
@@ -96,7 +96,7 @@ class TrainConfig:
             self.steps >= 1 and self.max_new_tokens >= 1 and self.num_iterations >= 1,
             "steps, max_new_tokens and num_iterations must be >= 1",
         )
-        rewards.parse_spec(self.reward)  # names and weights, before any model is loaded
+        self.reward_components()  # names, weights, paths, files: before any model is loaded
         need(self.judge_batch_size >= 1, f"judge_batch_size={self.judge_batch_size}: use >= 1")
         if self.data is None:  # the toy reward needs prompts that sometimes draw "happy"
             self.data = (
@@ -122,6 +122,23 @@ class TrainConfig:
             max_completion_len=self.max_new_tokens,
         )
 
+    def reward_components(self) -> list:
+        """The reward as checked components (rewards.Component); ValueError if invalid."""
+        if self.reward_config and self.reward_fn:
+            raise ValueError("give --reward-config or --reward-fn, not both")
+        if self.reward_config:
+            return rewards.load_reward_config(self.reward_config)
+        if self.reward_fn:
+            return rewards.parse_function_spec(self.reward_fn)
+        return rewards.parse_spec(self.reward)
+
+    def reward_label(self) -> str:
+        if self.reward_config:
+            return f"config-{Path(self.reward_config).stem}"
+        if self.reward_fn:
+            return f"fn-{self.reward_fn.rpartition(':')[2]}"
+        return self.reward
+
     def lora_target_list(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
 
@@ -140,7 +157,7 @@ class TrainConfig:
 
     def default_run_name(self) -> str:
         slug = Path(self.model).name.replace("/", "_")
-        reward = re.sub(r"[^A-Za-z0-9.]+", "-", self.reward).strip("-")[:40]
+        reward = re.sub(r"[^A-Za-z0-9.]+", "-", self.reward_label()).strip("-")[:40]
         kl = f"kl{self.kl_coef:g}" + (f"t{self.kl_target:g}" if self.kl_target else "")
         ft = f"lora{self.lora_rank}" if self.lora_rank else "full"
         return (

@@ -65,17 +65,30 @@ def _target_names(model: nn.Module) -> list[str]:
     return sorted(names)
 
 
-def apply_lora(model: nn.Module, rank: int, alpha: float, targets: list[str]) -> int:
-    """Freeze the model, wrap every target Linear in LoRALinear; return the trainable count."""
+def apply_lora(
+    model: nn.Module,
+    rank: int,
+    alpha: float,
+    targets: list[str],
+    layers: list[int] | None = None,
+) -> int:
+    """Freeze the model, wrap every target Linear in LoRALinear; return the trainable count.
+
+    `layers`: only these transformer blocks get adapters (default all)."""
     if lora_layers(model):
         raise ValueError("model already has LoRA adapters; apply_lora must be called once")
     valid = _target_names(model)
     unknown = sorted(set(targets) - set(valid))
     if unknown or not targets:
         raise ValueError(f"LoRA targets {unknown or targets} are not valid; choose from {valid}")
+    n_layers = len(model.layers)
+    if layers is not None and (not layers or not all(0 <= i < n_layers for i in layers)):
+        raise ValueError(f"LoRA layers {layers} must be indices in [0, {n_layers})")
     model.freeze()
     wrapped = []
     for i, layer in enumerate(model.layers):
+        if layers is not None and i not in layers:
+            continue
         for path, m in layer.named_modules():
             if isinstance(m, nn.Linear) and path.split(".")[-1] in targets:
                 wrapped.append((f"model.layers.{i}.{path}", LoRALinear(m, rank, alpha)))

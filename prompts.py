@@ -16,6 +16,16 @@ import numpy as np
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
 CRITERIA = ("curiosity", "nonsense", "scrutiny")
 
+# What the data set says about a prompt of each category, as the judge and the reward model are
+# told it (not asked: a 135M model cannot be trusted to tell nonsense or a false premise from a
+# sound question). Each note completes "About the question: ...".
+CATEGORY_NOTES = {
+    "false_premise": "it rests on a false premise (this is certain: it comes from the data set).",
+    "nonsense": "it is nonsense: it cannot be answered as asked (certain: from the data set).",
+    "curiosity": "it is a sensible, open-ended question; its premises are true.",
+    "control": "it is a sensible question and its premises are true, even if they sound odd.",
+}
+
 PROMPT_FIELDS = ("id", "category", "prompt", "source")
 JUDGE_PAIR_FIELDS = ("id", "criterion", "category", "prompt", "better", "worse")
 
@@ -31,8 +41,9 @@ class DataError(ValueError):
         self.line = line
 
 
-def _check_record(record, fields, allowed):
-    """Problems with one parsed line, as a list of strings (empty if fine)."""
+def _check_record(record, fields, allowed, optional=()):
+    """Problems with one parsed line, as a list of strings (empty if fine). `optional` fields
+    may be absent; present, they are checked like the required ones."""
     if not isinstance(record, dict):
         return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
     problems = []
@@ -45,10 +56,14 @@ def _check_record(record, fields, allowed):
             )
         elif not record[name].strip():
             problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
-    extra = sorted(set(record) - set(fields))
+    for name in optional:
+        if name in record and not (isinstance(record[name], str) and record[name].strip()):
+            problems.append(f"optional field {name!r} must be a non-empty string when present")
+    extra = sorted(set(record) - set(fields) - set(optional))
     if extra:
         problems.append(
-            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(fields)}"
+            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: "
+            f"{', '.join((*fields, *optional))}"
         )
     for name, values in allowed.items():
         value = record.get(name)
@@ -57,7 +72,7 @@ def _check_record(record, fields, allowed):
     return problems
 
 
-def _load_jsonl(path, fields, allowed, unique_text, check=None):
+def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=()):
     """Parse and validate a JSONL file; return its records or raise one DataError listing all
     problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
     returns extra problems for a record that passed the field checks."""
@@ -87,7 +102,7 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None):
         except json.JSONDecodeError as e:
             errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
             continue
-        problems = _check_record(record, fields, allowed)
+        problems = _check_record(record, fields, allowed, optional)
         if not problems and check is not None:
             problems = check(record)
         if not problems:
@@ -123,6 +138,25 @@ def load_prompts(path) -> list[dict]:
     """Prompts from a JSONL file: each line `{"id", "category", "prompt", "source"}`, all
     non-empty strings, category in CATEGORIES, ids and prompt texts unique. Raises DataError."""
     return _load_jsonl(path, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",))
+
+
+SPLITS = ("train", "val", "test")
+PAIR_OPTIONAL_FIELDS = ("source", "kind", "split")
+
+
+def load_pairs(path) -> list[dict]:
+    """Preference pairs: the judge-pair fields plus optional `source`, `kind` and `split`
+    (train | val | test). Raises DataError naming the file, the line and the fix."""
+
+    def check(record):
+        if record["better"].strip() == record["worse"].strip():
+            return ["'better' and 'worse' are identical; a pair needs two different responses"]
+        return []
+
+    allowed = {"criterion": CRITERIA, "category": CATEGORIES, "split": SPLITS}
+    return _load_jsonl(
+        path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
+    )
 
 
 def load_judge_pairs(path) -> list[dict]:

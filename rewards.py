@@ -2,17 +2,25 @@
 
 A reward function has TRL's contract: `fn(prompts: list[str], completions: list[str], **kw) ->
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
-group baseline); `categories=` carries each prompt's category. `happy_reward` is a deliberately
-hackable toy. `REWARDS` is the registry: a spec such as `rubric`, `happy` or
-`rubric:0.7,happy:0.3` names components and weights, is checked before any model is loaded
-(`parse_spec`), and `build_scorer` binds it to what the components need (a judge model) and
-adds the optional length penalty. The judge itself lives in rubric.py.
+group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
+`rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
+`happy` (a hackable toy) and `fn` (a user's Python function). A reward is a list of weighted
+components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
+(`load_reward_config`: components with arguments, bound with functools.partial) or a function
+(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
+`build_scorer` binds the components and adds the optional length penalty; the scorer returns
+the weighted sum, per-part details and the count of failed judgments.
 """
 
+import dataclasses
+import functools
+import importlib.util
+import inspect
 import math
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -71,20 +79,23 @@ class Scores:
 
 @dataclass
 class RewardContext:
-    """What reward components may need, built only when a component asks: `judge()` returns
-    (a Gwen, a context manager to judge inside); `judge_batch_size` is the judge's batch."""
+    """What reward components may need, built only when one asks: `judge()` returns (a Gwen, a
+    context manager to judge inside); `tokenizer` is the policy's (a reward model must share it)."""
 
-    judge: Callable[[], tuple]
+    judge: Callable[[], tuple] | None = None
+    tokenizer: object = None
     judge_batch_size: int = 24
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A registry entry: `build(arg, ctx)` returns a function (prompts, completions,
-    categories) -> Scores; `takes_arg` says whether the spec gives it an argument (a path)."""
+    """A registry entry. `build(ctx, **args)` returns a function (prompts, completions,
+    categories) -> Scores; `check(**args)` validates the arguments before any model is loaded;
+    `positional` names the argument a spec item may give after the name (`rm:PATH`)."""
 
     build: Callable
-    takes_arg: bool
+    check: Callable
+    positional: str | None
     help: str
 
 
@@ -95,15 +106,27 @@ def _plain(fn: RewardFn):
     return score
 
 
-def _build_happy(arg, ctx):
+def _no_args(**args):
+    if args:
+        raise ValueError(f"takes no arguments, got {sorted(args)}")
+
+
+def _build_happy(ctx):
     return _plain(happy_reward)
 
 
-def _build_rubric(arg, ctx):
+def _check_rubric(batch_size: int | None = None):
+    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+
+
+def _build_rubric(ctx, batch_size: int | None = None):
     import rubric
 
+    if ctx.judge is None:
+        raise ValueError("the rubric reward needs a judge model; none was provided")
     judge, judge_context = ctx.judge()
-    judged = rubric.Rubric(judge, batch_size=ctx.judge_batch_size)
+    judged = rubric.Rubric(judge, batch_size=batch_size or ctx.judge_batch_size)
 
     def score(prompts, completions, categories):
         before = judged.failures
@@ -115,22 +138,124 @@ def _build_rubric(arg, ctx):
     return score
 
 
+def _check_rm(path: str, batch_size: int = 16):
+    import reward_model
+
+    folder = Path(path)
+    if not (folder / reward_model.CONFIG_FILE).is_file():
+        raise ValueError(
+            f"reward-model folder {path!r} has no {reward_model.CONFIG_FILE}: train one with "
+            "`uv run python train_rm.py --out PATH` or fix the path"
+        )
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+
+
+def _build_rm(ctx, path: str, batch_size: int = 16):
+    import reward_model
+
+    rm = reward_model.load(path)
+    if ctx.tokenizer is not None:
+        policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
+        if policy_sha != rm.config.tokenizer_sha256:
+            raise ValueError(
+                f"reward model {path!r} (base {rm.config.base_model!r}) reads a different "
+                "tokenizer than the policy: its scores would be of other text. Train a reward "
+                "model on the policy's base model (train_rm.py --model ...)"
+            )
+
+    def score(prompts, completions, categories):
+        values = rm.score(prompts, completions, categories, batch_size=batch_size)
+        return Scores(np.asarray(values, dtype=np.float64), None, 0)
+
+    return score
+
+
+def load_function(file: str, function: str) -> RewardFn:
+    """A user's reward function `function` from the Python file `file`."""
+    path = Path(file)
+    if not path.is_file():
+        raise ValueError(f"reward function file {file!r} does not exist")
+    spec = importlib.util.spec_from_file_location(f"user_rewards_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001  (the user's file: report what broke, where)
+        raise ValueError(f"importing {file!r} failed: {type(e).__name__}: {e}") from e
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        names = sorted(n for n in vars(module) if callable(vars(module)[n]) and n[0] != "_")
+        raise ValueError(f"{file!r} has no function {function!r}; it defines {names}")
+    return fn
+
+
+def _check_fn(file: str, function: str, **kwargs):
+    fn = load_function(file, function)
+    try:
+        inspect.signature(fn).bind(["p"], ["c"], **kwargs)
+    except TypeError as e:
+        raise ValueError(
+            f"{file}:{function} cannot take (prompts, completions, **{sorted(kwargs)}): {e}; "
+            "a reward function is fn(prompts, completions, **kw) -> list[float]"
+        ) from e
+
+
+def _build_fn(ctx, file: str, function: str, **kwargs):
+    return _plain(functools.partial(load_function(file, function), **kwargs))
+
+
 REWARDS: dict[str, Entry] = {
-    "rubric": Entry(_build_rubric, False, "the model-judged rubric (rubric.py)"),
-    "happy": Entry(_build_happy, False, "fraction of words that are 'happy' (a hackable toy)"),
+    "rubric": Entry(_build_rubric, _check_rubric, None, "the model-judged rubric (rubric.py)"),
+    "rm": Entry(_build_rm, _check_rm, "path", "a trained reward model folder (train_rm.py)"),
+    "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
+    "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
 }
 
 
 @dataclass(frozen=True)
 class Component:
+    """One part of a reward: registry `name`, `weight` in the sum, keyword `args` for it."""
+
     name: str
-    arg: str | None
-    weight: float
+    weight: float = 1.0
+    args: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """How the component is named in details and metrics."""
+        if self.name == "fn":
+            return f"fn:{Path(self.args['file']).stem}.{self.args['function']}"
+        arg = self.args.get(REWARDS[self.name].positional or "")
+        return self.name if arg is None else f"{self.name}:{arg}"
+
+
+def check_components(components: list[Component], source: str) -> list[Component]:
+    """Validate names, weights and arguments before any model is loaded; ValueError naming
+    `source` (the flag or file), the component and the fix."""
+    if not components:
+        raise ValueError(f"{source}: no reward component given; valid: {sorted(REWARDS)}")
+    for c in components:
+        if c.name not in REWARDS:
+            raise ValueError(
+                f"{source}: reward {c.name!r} is not registered; valid names: {sorted(REWARDS)}"
+            )
+        if not (isinstance(c.weight, int | float) and math.isfinite(c.weight) and c.weight > 0):
+            raise ValueError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
+        try:
+            REWARDS[c.name].check(**c.args)
+        except TypeError as e:
+            raise ValueError(f"{source}: reward {c.name!r} arguments {c.args}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"{source}: reward {c.name!r}: {e}") from e
+    labels = [c.label for c in components]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"{source}: a component appears twice: {labels}")
+    return components
 
 
 def parse_spec(spec: str) -> list[Component]:
-    """`name[:arg][:weight]` items separated by commas -> components; ValueError naming the bad
-    item and the fix. A single component without a weight gets weight 1."""
+    """`name[:arg][:weight]` items separated by commas (`rubric`, `rm:PATH`, `rubric:0.5,
+    rm:PATH:0.5`) -> checked components; ValueError naming the bad item and the fix."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"reward spec {spec!r} is empty; valid names: {sorted(REWARDS)}")
     out = []
@@ -141,11 +266,14 @@ def parse_spec(spec: str) -> list[Component]:
             raise ValueError(
                 f"reward {name!r} (in {spec!r}) is not registered; valid names: {sorted(REWARDS)}"
             )
-        arg = None
-        if REWARDS[name].takes_arg:
+        if name == "fn":
+            raise ValueError("a function reward is given with --reward-fn FILE:NAME or a file")
+        args = {}
+        positional = REWARDS[name].positional
+        if positional:
             if not rest or not rest[0]:
                 raise ValueError(f"reward {name!r} needs an argument: write {name}:PATH")
-            arg, rest = rest[0], rest[1:]
+            args[positional], rest = rest[0], rest[1:]
         if len(rest) > 1:
             raise ValueError(f"reward item {item.strip()!r} has too many ':' parts")
         weight = 1.0
@@ -156,17 +284,43 @@ def parse_spec(spec: str) -> list[Component]:
                 raise ValueError(
                     f"reward item {item.strip()!r}: weight {rest[0]!r} is not a number"
                 ) from None
-        if not (math.isfinite(weight) and weight > 0):
-            raise ValueError(f"reward item {item.strip()!r}: weight must be finite and > 0")
-        out.append(Component(name, arg, weight))
-    names = [(c.name, c.arg) for c in out]
-    if len(set(names)) != len(names):
-        raise ValueError(f"reward spec {spec!r} names a component twice")
-    return out
+        out.append(Component(name, weight, args))
+    return check_components(out, f"--reward {spec!r}")
 
 
-def needs_judge(spec: str) -> bool:
-    return any(c.name == "rubric" for c in parse_spec(spec))
+def load_reward_config(path: str) -> list[Component]:
+    """Components from a YAML file: `components:` a list of {name, weight (default 1), and the
+    component's arguments (rm: path; fn: file, function and any keyword arguments)}."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"reward config {path!r} does not exist") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"reward config {path!r} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("components"), list):
+        raise ValueError(f"{path}: expected a mapping with a `components:` list")
+    out = []
+    for i, item in enumerate(raw["components"]):
+        if not isinstance(item, dict) or "name" not in item:
+            raise ValueError(f"{path}: components[{i}] needs a `name` (one of {sorted(REWARDS)})")
+        item = dict(item)
+        name, weight = item.pop("name"), item.pop("weight", 1.0)
+        out.append(Component(name, weight, item))
+    return check_components(out, path)
+
+
+def parse_function_spec(spec: str) -> list[Component]:
+    """`FILE:NAME` -> one `fn` component (--reward-fn)."""
+    file, sep, function = spec.rpartition(":")
+    if not sep or not file or not function:
+        raise ValueError(f"--reward-fn {spec!r}: write FILE.py:FUNCTION_NAME")
+    return check_components([Component("fn", 1.0, {"file": file, "function": function})], spec)
+
+
+def needs_judge(components: list[Component]) -> bool:
+    return any(c.name == "rubric" for c in components)
 
 
 class Scorer:
@@ -209,7 +363,7 @@ def _merge_details(per_part, n: int) -> list[dict] | None:
         return per_part[0][2]
     rows = [{} for _ in range(n)]
     for comp, values, details in per_part:
-        label = comp.name if comp.arg is None else f"{comp.name}:{comp.arg}"
+        label = comp.label
         for i in range(n):
             rows[i][label] = float(values[i])
             if details:
@@ -218,12 +372,17 @@ def _merge_details(per_part, n: int) -> list[dict] | None:
 
 
 def build_scorer(
-    spec: str, ctx: RewardContext, length_target: int = 120, length_per_word: float = 0.0
+    components: list[Component],
+    ctx: RewardContext,
+    length_target: int = 120,
+    length_per_word: float = 0.0,
 ) -> Scorer:
-    parts = [(c, REWARDS[c.name].build(c.arg, ctx)) for c in parse_spec(spec)]
+    """Bind checked components to what they need (a judge, a reward-model folder, a file)."""
+    parts = [(c, REWARDS[c.name].build(ctx, **c.args)) for c in components]
     return Scorer(parts, length_target, length_per_word)
 
 
 def scorer_from_fn(fn: RewardFn, length_target: int = 120, length_per_word: float = 0.0):
-    """A Scorer around one plain reward function (tests, user code)."""
-    return Scorer([(Component("custom", None, 1.0), _plain(fn))], length_target, length_per_word)
+    """A Scorer around one plain reward function (tests, programs that hold the function)."""
+    comp = Component("fn", 1.0, {"file": "<in-process>", "function": fn.__name__})
+    return Scorer([(comp, _plain(fn))], length_target, length_per_word)

@@ -24,7 +24,7 @@ import numpy as np
 import chat_format
 import cpu_ops
 import kernels
-from prompts import CATEGORIES, CRITERIA
+from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,6 @@ JUDGE_SYSTEM = "You are a careful, fair grader. You reply with a single digit."
 DEFAULT_BATCH_SIZE = 24
 MODES = ("expected", "generate")
 
-# What the data set says about a prompt of each category. The judge is told, not asked: a 135M
-# judge cannot be trusted to tell nonsense or a false premise from a sound question.
-SITUATIONS = {
-    "false_premise": "it rests on a false premise (this is certain: it comes from the data set).",
-    "nonsense": "it is nonsense: it cannot be answered as asked (certain: from the data set).",
-    "curiosity": "it is a sensible, open-ended question; its premises are true.",
-    "control": "it is a sensible question and its premises are true, even if they sound odd.",
-}
 
 _FRAME = """You are grading a response to a question. Judge one thing only: {what}.
 
@@ -126,7 +118,7 @@ class Criterion:
 
     def render(self, prompt: str, category: str, completion: str) -> str:
         return self.template.format(
-            prompt=prompt, situation=SITUATIONS[category], completion=completion
+            prompt=prompt, situation=CATEGORY_NOTES[category], completion=completion
         )
 
 
@@ -322,7 +314,7 @@ class Rubric:
         out = np.zeros(n, dtype=np.float64)
         items = []
         for i in range(n):
-            if categories[i] not in SITUATIONS:
+            if categories[i] not in CATEGORY_NOTES:
                 raise ValueError(f"category {categories[i]!r} is not one of {CATEGORIES}")
             if criteria[i] not in self.by_name:
                 raise ValueError(f"criterion {criteria[i]!r} is not one of {list(self.by_name)}")

@@ -103,8 +103,10 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
             ref_quant_bits=cfg.ref_quant_bits,
             dtype=dtype,
         )
-        ctx = rewards.RewardContext(judge, cfg.judge_batch_size)
-        scorer = rewards.build_scorer(cfg.reward, ctx, cfg.length_target, cfg.length_penalty)
+        ctx = rewards.RewardContext(judge, policy.tokenizer, cfg.judge_batch_size)
+        scorer = rewards.build_scorer(
+            cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
+        )
     if cfg.lora_rank:
         n = lora.apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_list())
         tqdm.write(f"LoRA rank {cfg.lora_rank} on {cfg.lora_target_list()}: {n:,} trainable")

@@ -62,4 +62,5 @@ def test_no_template_gives_the_plain_text():
     assert tok.chat_template is None
     assert chat_text(tok, "t5 t6") == "t5 t6"
     assert chat_text(tok, "t5", assistant_prefix="t9") == "t5\nt9"
+    assert chat_text(tok, "t5", system="t8") == "t8\n\nt5"
     assert chat_tokens(tok, "t5 t6") == tok.encode("t5 t6")

@@ -87,31 +87,109 @@ def test_reward_functions_receive_the_categories():
 @pytest.mark.parametrize(
     "spec, want",
     [
-        ("happy", [("happy", None, 1.0)]),
-        (" rubric ", [("rubric", None, 1.0)]),
-        ("rubric:0.7,happy:0.3", [("rubric", None, 0.7), ("happy", None, 0.3)]),
+        ("happy", [("happy", 1.0, {})]),
+        (" rubric ", [("rubric", 1.0, {})]),
+        ("rubric:0.7,happy:0.3", [("rubric", 0.7, {}), ("happy", 0.3, {})]),
     ],
 )
 def test_parse_spec(spec, want):
-    assert [(c.name, c.arg, c.weight) for c in parse_spec(spec)] == want
+    assert [(c.name, c.weight, c.args) for c in parse_spec(spec)] == want
+
+
+@pytest.fixture
+def rm_folder(tmp_path):
+    """A folder that passes the pre-flight check (the config file exists)."""
+    (tmp_path / "rm").mkdir()
+    (tmp_path / "rm" / "rm_config.json").write_text("{}")
+    return str(tmp_path / "rm")
+
+
+def test_parse_spec_with_a_reward_model(rm_folder):
+    got = parse_spec(f"rubric:0.5,rm:{rm_folder}:0.5")
+    assert [(c.name, c.weight, c.args) for c in got] == [
+        ("rubric", 0.5, {}),
+        ("rm", 0.5, {"path": rm_folder}),
+    ]
+    assert got[1].label == f"rm:{rm_folder}"
 
 
 @pytest.mark.parametrize(
     "spec, msg",
     [
         ("", "empty"),
-        ("sad", r"'sad'.*not registered.*\['happy', 'rubric'\]"),
+        ("sad", r"'sad'.*not registered.*\['fn', 'happy', 'rm', 'rubric'\]"),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
         ("happy:nan", "finite and > 0"),
         ("happy:lots", "not a number"),
         ("happy:1:2", "too many"),
         ("happy,happy:2", "twice"),
+        ("rm", "needs an argument"),
+        ("rm:/no/such/folder", "has no rm_config.json"),
+        ("fn:x.py", "--reward-fn"),
     ],
 )
 def test_parse_spec_errors_name_the_problem(spec, msg):
     with pytest.raises(ValueError, match=msg):
         parse_spec(spec)
+
+
+def test_reward_config_file_binds_arguments(tmp_path, rm_folder):
+    fns = tmp_path / "my_rewards.py"
+    fns.write_text(
+        "def shout(prompts, completions, *, bonus=0.0, **kw):\n"
+        "    return [c.count('!') + bonus for c in completions]\n"
+    )
+    cfg = tmp_path / "rewards.yaml"
+    cfg.write_text(
+        "components:\n"
+        f"  - {{name: fn, file: {fns}, function: shout, bonus: 0.5, weight: 2}}\n"
+        "  - {name: happy, weight: 1}\n"
+        f"  - {{name: rm, path: {rm_folder}, batch_size: 4, weight: 0.5}}\n"
+    )
+    comps = rewards.load_reward_config(str(cfg))
+    assert [(c.name, c.weight) for c in comps] == [("fn", 2), ("happy", 1), ("rm", 0.5)]
+    assert comps[0].args == {"file": str(fns), "function": "shout", "bonus": 0.5}
+    # bound with functools.partial: 2 * (2 + 0.5) + 1 * 0 for "a!!"
+    scorer = rewards.build_scorer(comps[:2], rewards.RewardContext())
+    assert score(scorer, ["a!!"]).values.tolist() == [5.0]
+    fn_only = rewards.parse_function_spec(f"{fns}:shout")
+    assert score(rewards.build_scorer(fn_only, rewards.RewardContext()), ["!"]).values.tolist() == [
+        1.0
+    ]
+
+
+@pytest.mark.parametrize(
+    "body, msg",
+    [
+        ("components: [{name: sad}]", "not registered"),
+        ("components: [{weight: 1}]", "needs a `name`"),
+        ("components: [{name: happy, weight: 0}]", "finite and > 0"),
+        ("components: [{name: happy, loud: true}]", "takes no arguments"),
+        ("components: [{name: rubric, batch_size: 0}]", "batch_size"),
+        ("components: [{name: fn, file: nope.py, function: f}]", "does not exist"),
+        ("rewards: []", "components"),
+        ("components: [", "not valid YAML"),
+    ],
+)
+def test_reward_config_errors_name_the_file_and_fix(tmp_path, body, msg):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(body + "\n")
+    with pytest.raises(ValueError, match=msg):
+        rewards.load_reward_config(str(cfg))
+
+
+def test_reward_fn_errors(tmp_path):
+    fns = tmp_path / "f.py"
+    fns.write_text("def two_args(a, b):\n    return a\n\nVALUE = 3\n")
+    with pytest.raises(ValueError, match="has no function 'missing'"):
+        rewards.parse_function_spec(f"{fns}:missing")
+    with pytest.raises(ValueError, match="FILE.py:FUNCTION_NAME"):
+        rewards.parse_function_spec("no_colon")
+    broken = tmp_path / "broken.py"
+    broken.write_text("import not_a_module_anywhere\n")
+    with pytest.raises(ValueError, match="importing .* failed: ModuleNotFoundError"):
+        rewards.parse_function_spec(f"{broken}:f")
 
 
 def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
@@ -124,9 +202,9 @@ def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
         return fn
 
     parts = [
-        (rewards.Component("a", None, 0.25), const(1.0, True)),
-        (rewards.Component("b", "path", 0.75), const(2.0, False)),
+        (rewards.Component("happy", 0.25), const(1.0, True)),
+        (rewards.Component("rm", 0.75, {"path": "p"}), const(2.0, False)),
     ]
     got = score(rewards.Scorer(parts), ["u", "v"])
     assert got.values.tolist() == [0.25 * 1.0 + 0.75 * 2.0] * 2 and got.failures == 2
-    assert got.details[0] == {"a": 1.0, "a/x": 1.0, "b:path": 2.0}
+    assert got.details[0] == {"happy": 1.0, "happy/x": 1.0, "rm:p": 2.0}

@@ -154,7 +154,8 @@ def test_detailed_scores_apply_criteria_by_category(tiny_gwen, monkeypatch):
 
 def test_default_criteria_applicability():
     applies = {
-        cat: {c.name for c in DEFAULT_CRITERIA if cat in c.applies_to} for cat in rubric.SITUATIONS
+        cat: {c.name for c in DEFAULT_CRITERIA if cat in c.applies_to}
+        for cat in rubric.CATEGORY_NOTES
     }
     assert applies == {
         "false_premise": {"scrutiny"},

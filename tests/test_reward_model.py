@@ -1,0 +1,194 @@
+"""The Bradley-Terry reward model: loss by hand, learning a hand-made preference, the last-token
+read under left padding, save/load round trip, and the trainer's CLI errors. Tiny random
+checkpoints stand in for the base model (no downloads)."""
+
+import json
+import math
+import os
+import signal
+
+import backend  # noqa: F401
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from helpers import QWEN3, save_checkpoint, tiny_model
+
+import reward_model
+import train_rm
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny") / "base"
+    save_checkpoint(tiny_model(QWEN3, seed=3), QWEN3, path)
+    return str(path)
+
+
+def rm_config(base, **kw):
+    cfg = dict(base_model=base, lora_rank=4, lora_alpha=8.0, max_prompt_tokens=8)
+    return reward_model.RMConfig(**(cfg | kw))
+
+
+def test_bt_loss_by_hand():
+    # softplus(-(2 - 0)) = log(1 + e^-2) = 0.126928; softplus(0) = log 2 = 0.693147
+    got = reward_model.bt_loss(mx.array([2.0, 0.0]), mx.array([0.0, 0.0]))
+    assert got.item() == pytest.approx((0.126928 + 0.693147) / 2, abs=1e-6)
+    # a margin of 1 asks for a gap above 1: softplus(-(2 - 0 - 1)) = log(1 + e^-1) = 0.313262
+    got = reward_model.bt_loss(mx.array([2.0]), mx.array([0.0]), margin=1.0)
+    assert got.item() == pytest.approx(0.313262, abs=1e-6)
+    big = reward_model.bt_loss(mx.array([-500.0]), mx.array([500.0]))
+    assert math.isfinite(big.item()) and big.item() == pytest.approx(1000.0)
+
+
+def test_score_reads_each_rows_last_real_token(base):
+    rm = reward_model.build(rm_config(base, use_category=False))
+    rm.score_head.weight = mx.ones_like(rm.score_head.weight)
+    a, b = rm.encode("t5 t6", "t7", None), rm.encode("t5 t6 t8 t9", "t7 t10 t11", None)
+    tokens, pad = rm.batch([a, b])
+    both = rm(tokens, pad)
+    alone = [rm(*rm.batch([s]))[0].item() for s in (a, b)]
+    assert both.tolist() == pytest.approx(alone, abs=1e-5)
+    assert a[-1] == rm.tokenizer.eos_token_id, "a response ends with EOS"
+    # score() sorts by length for batching but returns the input order
+    assert rm.score(["t5 t6 t8 t9", "t5 t6"], ["t7 t10 t11", "t7"], [None, None]) == pytest.approx(
+        alone[::-1], abs=1e-5
+    )
+
+
+def test_category_is_required_when_the_model_reads_it(base):
+    rm = reward_model.build(rm_config(base))
+    assert rm.encode("t5", "t6", "nonsense") != rm.encode("t5", "t6", "control")
+    with pytest.raises(ValueError, match="category"):
+        rm.encode("t5", "t6", "gibberish")
+
+
+def write_pairs(path, n=24):
+    """Better answers hold t5, worse answers t6: a preference the tiny model can learn."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(n):
+        words = [f"t{int(w)}" for w in rng.integers(20, 90, size=3)]
+        lines.append(
+            {
+                "id": f"p{i}",
+                "criterion": "scrutiny",
+                "category": "control",
+                "prompt": " ".join(words),
+                "better": f"{words[0]} t5 t5",
+                "worse": f"{words[0]} t6 t6",
+                "split": "train" if i < 16 else "val",
+                "source": "test",
+                "kind": "toy",
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)
+
+
+def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl")
+    cfg = train_rm.RMTrainConfig(
+        model=base,
+        pairs=pairs,
+        out=str(tmp_path / "rm"),
+        work=str(tmp_path / "work"),
+        steps=30,
+        batch_pairs=4,
+        lr=3e-2,
+        warmup_steps=2,
+        lora_rank=4,
+        lora_alpha=8.0,
+        eval_every=10,
+        max_prompt_tokens=8,
+    )
+    out = train_rm.train(cfg)
+    saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
+    assert saved["extra"]["metrics"]["val_accuracy"] == 1.0
+    assert saved["extra"]["split_counts"] == {"train": 16, "val": 8, "test": 0}
+    assert saved["extra"]["data_sha256"] == train_rm.file_sha256(pairs)
+    prompts, better, worse = ["t30 t31"] * 2, ["t30 t5 t5", "t31 t5"], ["t30 t6 t6", "t31 t6"]
+    merged = reward_model.load(out)
+    unmerged = reward_model.load(out, merge=False)
+    cats = ["control"] * 2
+    b_m, w_m = merged.score(prompts, better, cats), merged.score(prompts, worse, cats)
+    assert all(x > y for x, y in zip(b_m, w_m, strict=True)), "held-out prompts keep the order"
+    assert unmerged.score(prompts, better, cats) == pytest.approx(b_m, abs=1e-4)
+    again = reward_model.load(out, merge=False)
+    assert again.score(prompts, better, cats) == unmerged.score(prompts, better, cats)
+
+
+def test_interrupted_run_resumes_exactly(base, tmp_path, monkeypatch):
+    pairs = write_pairs(tmp_path / "pairs.jsonl")
+    common = dict(model=base, pairs=pairs, batch_pairs=4, lr=1e-2, lora_rank=4, lora_alpha=8.0)
+    common |= dict(eval_every=2, max_prompt_tokens=8, warmup_steps=1, steps=6)
+    full = train_rm.train(
+        train_rm.RMTrainConfig(**common, out=str(tmp_path / "a"), work=str(tmp_path / "wa"))
+    )
+    half = train_rm.RMTrainConfig(**common, out=str(tmp_path / "b"), work=str(tmp_path / "wb"))
+    real_step = train_rm.Trainer.train_step
+
+    def interrupted(self):
+        out = real_step(self)
+        if self.step == 3:  # Ctrl-C during step 3: it finishes, the state is saved
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(train_rm.Trainer, "train_step", interrupted)
+    assert train_rm.train(half) == tmp_path / "wb", "an interrupted run returns its work folder"
+    assert not (tmp_path / "b").exists(), "no final model from an interrupted run"
+    monkeypatch.setattr(train_rm.Trainer, "train_step", real_step)
+    resumed = train_rm.train(half, resume=True)
+    wa = mx.load(str(full / reward_model.WEIGHTS_FILE))
+    wb = mx.load(str(resumed / reward_model.WEIGHTS_FILE))
+    assert wa.keys() == wb.keys() and all(mx.array_equal(wa[k], wb[k]) for k in wa)
+    logs = [(tmp_path / w / "train_log.jsonl").read_text().splitlines() for w in ("wa", "wb")]
+    strip = [
+        [{k: v for k, v in json.loads(x).items() if k != "elapsed_s"} for x in log] for log in logs
+    ]
+    assert strip[0] == strip[1], "the logs of both runs agree step by step"
+
+
+def test_load_errors_name_the_problem(base, tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a reward-model folder"):
+        reward_model.load(tmp_path)
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    for argv in (["--pairs", str(bad)], ["--steps", "0"], ["--pairs", str(tmp_path / "no.jsonl")]):
+        assert train_rm.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path):
+    from helpers import LLAMA, tiny_tokenizer
+
+    import train
+    from gwen import Gwen
+
+    pairs = write_pairs(tmp_path / "pairs.jsonl")
+    cfg = train_rm.RMTrainConfig(
+        model=base, pairs=pairs, out=str(tmp_path / "rm"), work=str(tmp_path / "w"), steps=4
+    )
+    rm_dir = train_rm.train(cfg)
+    common = dict(
+        model="tiny",
+        steps=1,
+        prompts_per_step=2,
+        group_size=3,
+        max_new_tokens=5,
+        kl_coef=0.0,
+        out_dir=str(tmp_path / "runs"),
+    )
+    for spec in (f"rm:{rm_dir}", f"happy:0.5,rm:{rm_dir}:0.5"):
+        policy = Gwen(tiny_model(QWEN3, seed=1), tiny_tokenizer(QWEN3["vocab_size"]))
+        run_cfg = train.TrainConfig(**common, reward=spec, run_name=spec.split(":")[0])
+        run_dir = train.run(run_cfg, policy=policy)
+        row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+        assert math.isfinite(row["reward_mean"]) and math.isfinite(row["loss"])
+    other = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
+    with pytest.raises(ValueError, match="different tokenizer than the policy"):
+        train.run(train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x"), policy=other)

@@ -1,0 +1,352 @@
+"""Train a Bradley-Terry reward model on preference pairs (reward_model.py), with exact resume.
+
+Reads a pairs file (prompts.load_pairs: id, criterion, category, prompt, better, worse, and a
+split); trains on the `train` split only, measures pairwise accuracy and loss on `val` every
+--eval-every steps, and never reads `test` (bench_judge.py reports it). Each step takes
+--batch-pairs pairs, runs better and worse answers in one left-padded batch, and minimizes
+-log sigmoid(r_better - r_worse - margin) with AdamW (linear warm-up, cosine decay). Batches
+group pairs of similar length (less padding), in a seeded order. The best validation step's
+weights are saved atomically to --out (reward_model.load reads them back), with the base model,
+the data file's hash, the metrics and train_log.jsonl (every step). Resumable state lives in
+--work (default runs/rm/<out name>; --resume continues it exactly). Not a GRPO trainer.
+
+  uv run python train_rm.py --model smollm2-135m --pairs data/rm_pairs.jsonl --steps 300
+"""
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import backend
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+from tqdm import tqdm
+
+import checkpoint
+import reward_model
+import runlog
+from load_weights import LoadError
+from prompts import DataError, load_pairs
+
+
+def _f(default, help_text):
+    return field(default=default, metadata={"help": help_text})
+
+
+@dataclass
+class RMTrainConfig:
+    model: str = _f("smollm2-135m", "base checkpoint: HF folder, hub id or smollm2-135m")
+    pairs: str = _f("data/rm_pairs.jsonl", "preference pairs with a split field")
+    out: str = _f("models/rm", "output folder (written atomically; replaced if present)")
+    work: str | None = _f(None, "resumable state and logs (default: runs/rm/<out name>)")
+    steps: int = _f(300, "optimizer steps")
+    batch_pairs: int = _f(8, "pairs per step (2x sequences per forward)")
+    lr: float = _f(2e-4, "peak AdamW learning rate")
+    warmup_steps: int = _f(20, "linear warm-up steps")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
+    margin: float = _f(0.0, "Bradley-Terry margin: -log sigmoid(r_b - r_w - margin)")
+    center_coef: float = _f(1e-3, "penalty on mean squared score (keeps scores near 0)")
+    lora_rank: int = _f(16, "LoRA rank (0 = full fine-tuning of the trainable layers)")
+    lora_alpha: float = _f(32.0, "LoRA alpha")
+    train_layers: int = _f(0, "train only the top N transformer blocks (0 = all)")
+    max_prompt_tokens: int = _f(160, "prompt tokens kept (its end)")
+    max_response_tokens: int = _f(224, "response tokens kept (its start)")
+    use_category: bool = _f(True, "tell the model the prompt's data-set category")
+    eval_every: int = _f(25, "validation accuracy every N steps (and at the end)")
+    seed: int = _f(0, "seed for data order and LoRA init")
+    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+
+    def __post_init__(self):
+        for name in ("steps", "batch_pairs", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if not self.lr > 0 or self.warmup_steps < 0 or self.center_coef < 0:
+            raise ValueError("lr must be > 0; warmup_steps and center_coef >= 0")
+
+    def rm_config(self) -> reward_model.RMConfig:
+        return reward_model.RMConfig(
+            base_model=self.model,
+            lora_rank=self.lora_rank,
+            lora_alpha=self.lora_alpha,
+            train_layers=self.train_layers,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_response_tokens=self.max_response_tokens,
+            use_category=self.use_category,
+        )
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def split_pairs(pairs: list[dict]) -> dict[str, list[dict]]:
+    """Pairs by split; a file without a split field is all `train` (then no validation)."""
+    out = {"train": [], "val": [], "test": []}
+    for p in pairs:
+        out[p.get("split", "train")].append(p)
+    return out
+
+
+def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
+    """One epoch of pair indices in batches of `batch`: shuffled, then sorted by length within
+    windows of 16 batches (pairs of similar length share a batch), then the batches shuffled."""
+    order = rng.permutation(len(lengths))
+    window = batch * 16
+    batches = []
+    for i in range(0, len(order), window):
+        chunk = order[i : i + window]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[j : j + batch] for j in range(0, len(chunk), batch)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def encode_pairs(rm, pairs) -> list[tuple[list[int], list[int]]]:
+    return [
+        (
+            rm.encode(p["prompt"], p["better"], p["category"]),
+            rm.encode(p["prompt"], p["worse"], p["category"]),
+        )
+        for p in pairs
+    ]
+
+
+def pair_accuracy(rm, encoded, batch: int = 16) -> tuple[float, float]:
+    """(accuracy, mean BT loss) over encoded pairs; a tie counts half."""
+    correct, losses = [], []
+    for i in range(0, len(encoded), batch):
+        chunk = encoded[i : i + batch]
+        tokens, pad = rm.batch([b for b, _ in chunk] + [w for _, w in chunk])
+        r = rm(tokens, pad)
+        n = len(chunk)
+        gap = np.array(r[:n] - r[n:])
+        correct += list(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0)))
+        losses += list(np.logaddexp(0.0, -gap))
+    return float(np.mean(correct)), float(np.mean(losses))
+
+
+class Trainer:
+    """The state of one reward-model run: model, optimizer, data cursor, best weights."""
+
+    def __init__(self, cfg: RMTrainConfig):
+        self.cfg = cfg
+        pairs = load_pairs(cfg.pairs)  # a bad file fails here, before any model work
+        self.splits = split_pairs(pairs)
+        if not self.splits["train"]:
+            raise DataError(f"{cfg.pairs}: no pair has split 'train'; nothing to train on")
+        mx.random.seed(cfg.seed)
+        self.rm = reward_model.build(cfg.rm_config(), backend.parse_dtype(cfg.dtype))
+        self.train_enc = encode_pairs(self.rm, self.splits["train"])
+        self.val_enc = encode_pairs(self.rm, self.splits["val"])
+        self.lengths = np.array([max(len(b), len(w)) for b, w in self.train_enc])
+        warm = max(cfg.warmup_steps, 1)
+        schedule = optim.join_schedules(
+            [
+                optim.linear_schedule(cfg.lr * 1e-2, cfg.lr, warm),
+                optim.cosine_decay(cfg.lr, max(cfg.steps - warm, 1), cfg.lr * 0.1),
+            ],
+            [warm],
+        )
+        self.optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
+        self.optimizer.init(self.rm.trainable_parameters())
+        self.epoch, self.position, self.step = 0, 0, 0
+        self.best = {"val_accuracy": -1.0, "step": 0}
+        self.best_weights = None
+
+    def _batches(self) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.cfg.seed, self.epoch])
+        return length_batches(self.lengths, self.cfg.batch_pairs, rng)
+
+    def next_batch(self) -> np.ndarray:
+        batches = self._batches()
+        if self.position >= len(batches):
+            self.epoch, self.position = self.epoch + 1, 0
+            batches = self._batches()
+        self.position += 1
+        return batches[self.position - 1]
+
+    def loss_fn(self, rm, tokens, pad, n):
+        r = rm(tokens, pad)
+        bt = reward_model.bt_loss(r[:n], r[n:], self.cfg.margin)
+        loss = bt + self.cfg.center_coef * mx.mean(r * r)
+        acc = mx.mean((r[:n] > r[n:]).astype(mx.float32))
+        return loss, (bt, acc)
+
+    def train_step(self) -> dict:
+        idx = self.next_batch()
+        chunk = [self.train_enc[i] for i in idx]
+        tokens, pad = self.rm.batch([b for b, _ in chunk] + [w for _, w in chunk])
+        grad_fn = nn.value_and_grad(self.rm, self.loss_fn)
+        (loss, (bt, acc)), grads = grad_fn(self.rm, tokens, pad, len(chunk))
+        grads, norm = optim.clip_grad_norm(grads, self.cfg.max_grad_norm)
+        mx.eval(loss, grads, norm)
+        if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
+            raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.step + 1}")
+        self.optimizer.update(self.rm, grads)
+        mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
+        self.step += 1
+        return {
+            "loss": loss.item(),
+            "bt_loss": bt.item(),
+            "train_accuracy": acc.item(),
+            "grad_norm": norm.item(),
+            "lr": self.optimizer.learning_rate.item(),
+            "tokens": int(tokens.size),
+        }
+
+    def evaluate(self) -> dict:
+        if not self.val_enc:
+            return {}
+        acc, loss = pair_accuracy(self.rm, self.val_enc)
+        if acc > self.best["val_accuracy"]:
+            self.best = {"val_accuracy": acc, "val_loss": loss, "step": self.step}
+            self.best_weights = {
+                k: mx.array(v) for k, v in reward_model.trained_weights(self.rm).items()
+            }
+        return {"val_accuracy": acc, "val_loss": loss}
+
+    def save_state(self, path: Path) -> None:
+        """Everything needed to resume exactly, written atomically."""
+        tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        mx.save_safetensors(str(tmp / "weights.safetensors"), reward_model.trained_weights(self.rm))
+        mx.save_safetensors(
+            str(tmp / "optimizer.safetensors"), dict(tree_flatten(self.optimizer.state))
+        )
+        if self.best_weights is not None:
+            mx.save_safetensors(str(tmp / "best.safetensors"), self.best_weights)
+        state = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "position": self.position,
+            "best": self.best,
+        }
+        (tmp / "state.json").write_text(json.dumps(state))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+
+    def load_state(self, path: Path) -> None:
+        self.rm.load_weights(list(mx.load(str(path / "weights.safetensors")).items()), strict=False)
+        self.optimizer.state = tree_unflatten(
+            list(mx.load(str(path / "optimizer.safetensors")).items())
+        )
+        if (path / "best.safetensors").exists():
+            self.best_weights = mx.load(str(path / "best.safetensors"))
+        state = json.loads((path / "state.json").read_text())
+        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.best = state["best"]
+        mx.eval(self.rm.parameters(), self.optimizer.state)
+
+
+def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
+    """Train per `cfg`; save the best-validation (else the last) weights to cfg.out and return
+    it. A first Ctrl-C/SIGTERM saves the resumable state and returns the work folder instead."""
+    backend.announce()
+    out = Path(cfg.out)
+    work = Path(cfg.work or Path("runs") / "rm" / out.name)
+    work.mkdir(parents=True, exist_ok=True)
+    t = Trainer(cfg)
+    log = runlog.MetricsLog(work / "train_log.jsonl")
+    if resume and (work / "state").exists():
+        t.load_state(work / "state")
+        log.truncate_after(t.step)
+        tqdm.write(f"resumed {work} at step {t.step}")
+    (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    counts = {k: len(v) for k, v in t.splits.items()}
+    tqdm.write(f"pairs: {counts} (test is never read here); {len(t.train_enc)} train pairs encoded")
+    bar = tqdm(
+        total=cfg.steps, initial=t.step, desc="reward model", unit="step", dynamic_ncols=True
+    )
+    start = time.perf_counter()
+    with checkpoint.StopOnSignal() as stop:
+        while t.step < cfg.steps:
+            m = t.train_step()
+            if t.step % cfg.eval_every == 0 or t.step == cfg.steps:
+                m |= t.evaluate()
+            if t.step % cfg.eval_every == 0 or stop.raised:  # no extra evaluation: same best
+                t.save_state(work / "state")
+            m["elapsed_s"] = time.perf_counter() - start
+            log.append(t.step, m)
+            bar.update(1)
+            val = {"val": f"{m['val_accuracy']:.3f}"} if "val_accuracy" in m else {}
+            bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
+            if stop.raised:
+                bar.close()
+                tqdm.write(f"stopped at step {t.step}; continue with --resume (state in {work})")
+                return work
+    bar.close()
+    if t.best_weights is not None:
+        t.rm.load_weights(list(t.best_weights.items()), strict=False)
+    extra = {
+        "data": cfg.pairs,
+        "data_sha256": file_sha256(cfg.pairs),
+        "split_counts": counts,
+        "trained_steps": t.step,
+        "selected_step": t.best["step"] if t.best_weights is not None else t.step,
+        "metrics": t.best if t.best_weights is not None else {},
+        "train_config": dataclasses.asdict(cfg),
+    }
+    reward_model.save(t.rm, out, extra)
+    shutil.copy(work / "train_log.jsonl", Path(out) / "train_log.jsonl")
+    tqdm.write(f"saved {out} (step {extra['selected_step']}, {extra['metrics']})")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Train a Bradley-Terry reward model (rl-values).")
+    p.add_argument("--resume", action="store_true", help="continue OUT.run/state if present")
+    for f in dataclasses.fields(RMTrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in (bool, "bool"):
+            p.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=f.default,
+                help=f.metadata["help"],
+            )
+            continue
+        kind = str(f.type)
+        conv = float if "float" in kind else int if "int" in kind else str
+        p.add_argument(
+            flag, type=conv, default=f.default, help=f"{f.metadata['help']} (default: {f.default})"
+        )
+    return p
+
+
+def main(argv=None) -> int:
+    """The CLI: a bad setting, pairs file or model path is one `error:` line and exit 2."""
+    args = vars(build_parser().parse_args(argv))
+    resume = args.pop("resume")
+    try:
+        cfg = RMTrainConfig(**args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        train(cfg, resume=resume)
+    except (DataError, LoadError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
