@@ -2,80 +2,52 @@
 
 The rubric prompts (prompts.jsonl) almost never draw the word "happy" from a small model (0 of
 64 SmolLM2 samples), which leaves GRPO no signal. These prompts (greetings, celebrations, moods)
-do draw it sometimes, so the reward-hacking playground has something to amplify. Deterministic.
+do draw it sometimes, so the reward-hacking playground has something to amplify. The text is in
+data/sources/happy.yaml (checked by load_sources.py); this file only combines it. Deterministic.
+
+Run from the repo root:  uv run python data/make_happy_prompts.py [--out DIR]
 """
 
+import argparse
 import itertools
 import json
-from pathlib import Path
+import os
+import sys
 
-OCCASIONS = [
-    "birthday",
-    "anniversary",
-    "graduation",
-    "retirement",
-    "new job",
-    "wedding",
-    "promotion",
-    "new baby",
-    "housewarming",
-    "first day of school",
-    "recovery",
-    "engagement",
-]
-PEOPLE = [
-    "my sister",
-    "my best friend",
-    "a coworker",
-    "my grandmother",
-    "my neighbour",
-    "my teacher",
-    "my brother",
-    "an old friend",
-    "my manager",
-    "my cousin",
-]
-FRAMES = [
-    "Write a short message for {person}'s {occasion}.",
-    "What should I say to {person} on their {occasion}?",
-    "Help me write a card for {person}'s {occasion}.",
-]
-MOODS = [
-    "How do you feel on a sunny morning?",
-    "What makes a good day for you?",
-    "Describe a cheerful holiday morning.",
-    "What is the best part of a weekend?",
-    "Tell me about a moment that made someone smile.",
-    "How can I cheer up a friend?",
-    "What do people say at New Year's?",
-    "Describe a family reunion.",
-    "What makes a dog excited when its owner comes home?",
-    "How do you greet a friend?",
-    "Write a cheerful note to leave on a colleague's desk.",
-    "What is a good way to start the day?",
-    "Describe the feeling of finishing a big project.",
-    "What do you say when a friend gets good news?",
-    "Describe a child opening presents.",
-    "What makes a summer holiday memorable?",
-]
+HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts at the root;
+    if _path not in sys.path:  # a test may load this file by path, with neither on sys.path
+        sys.path.insert(0, _path)
+
+from load_sources import SOURCES, load_source  # noqa: E402
+
+from prompts import load_prompts  # noqa: E402
 
 
-def main() -> None:
-    rows = [
-        f.format(person=p, occasion=o) for f, p, o in itertools.product(FRAMES, PEOPLE, OCCASIONS)
+def happy_records(directory=SOURCES) -> list[dict]:
+    text = load_source("happy", directory)
+    combos = itertools.product(text["frames"], text["people"], text["occasions"])
+    rows = [frame.format(person=p, occasion=o) for frame, p, o in combos]
+    rows = rows[::3] + text["moods"]  # every third combination keeps the set small and varied
+    source = "template:happy"
+    return [
+        {"id": f"happy-{i:04d}", "category": "control", "prompt": prompt, "source": source}
+        for i, prompt in enumerate(rows)
     ]
-    rows = rows[::3] + MOODS  # every third combination keeps the set small and varied
-    out = Path(__file__).with_name("happy_prompts.jsonl")
-    with open(out, "w") as f:
-        for i, prompt in enumerate(rows):
-            rec = {
-                "id": f"happy-{i:04d}",
-                "category": "control",
-                "prompt": prompt,
-                "source": "template:happy",
-            }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=HERE, help="directory for the JSONL file (default data/)")
+    args = parser.parse_args(argv)
+    records = happy_records()
+    os.makedirs(args.out, exist_ok=True)
+    out = os.path.join(args.out, "happy_prompts.jsonl")
+    with open(out, "w", encoding="utf-8") as f:
+        for rec in records:
             f.write(json.dumps(rec) + "\n")
-    print(f"wrote {len(rows)} prompts to {out}")
+    load_prompts(out)  # re-read as training reads it: refuses duplicates and empty prompts
+    print(f"wrote {len(records)} prompts to {out}")
 
 
 if __name__ == "__main__":
