@@ -483,9 +483,20 @@ def score_completion(completion, record: dict) -> dict:
     return {**_EMPTY, **parts, "format": 1.0, "reward": reward}
 
 
+def _text(x) -> str:
+    """A prompt/completion as the reward contract allows: a string, or a conversation (list of
+    chat messages) whose last message is the text. Anything else is a caller bug, not an output."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, list) and x and isinstance(x[-1], dict):
+        return str(x[-1].get("content", ""))
+    raise TypeError(f"expected a string or a list of chat messages, got {type(x).__name__}")
+
+
 def chess_reward_details(prompts, completions, *, records: Sequence[dict], **kw) -> list[dict]:
     """`score_completion` for each completion; records[i] is completion i's record and must be
     the record of prompts[i] (checked: a misaligned batch would score against the wrong label)."""
+    prompts, completions = [_text(p) for p in prompts], [_text(c) for c in completions]
     if not len(prompts) == len(completions) == len(records):
         raise ValueError(
             f"chess reward got {len(prompts)} prompts, {len(completions)} completions and "
@@ -514,6 +525,7 @@ def make_chess_reward(records: Sequence[dict]) -> RewardFn:
         raise ValueError("make_chess_reward: two records share a prompt; load them with load_chess")
 
     def reward(prompts, completions, **kw) -> list[float]:
+        prompts = [_text(p) for p in prompts]
         missing = [p for p in prompts if p not in by_prompt]
         if missing:
             raise ValueError(

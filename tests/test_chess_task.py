@@ -265,6 +265,15 @@ def test_chess_reward_contract(p_record, a_record):
     assert all(v is None or isinstance(v, float) for d in details for v in d.values())
 
 
+def test_chess_reward_takes_conversations_and_refuses_other_types(p_record):
+    prompt = [{"role": "user", "content": p_record["prompt"]}]
+    completion = [{"role": "assistant", "content": EXACT_P}]
+    assert ct.chess_reward([prompt], [completion], records=[p_record]) == [1.0]
+    assert ct.make_chess_reward([p_record])([prompt], [completion]) == [1.0]
+    with pytest.raises(TypeError, match="got NoneType"):
+        ct.chess_reward([p_record["prompt"]], [None], records=[p_record])
+
+
 def test_chess_reward_refuses_misaligned_or_unknown_prompts(p_record, a_record):
     with pytest.raises(ValueError, match="align records"):
         ct.chess_reward([a_record["prompt"]], [EXACT_P], records=[p_record])
