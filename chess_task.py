@@ -1,0 +1,788 @@
+"""The chess environment task (RookWorld-style): formats, labelled data and graduated rewards.
+
+Two tasks for one model. P: (policy analysis) `P: <FEN>` -> `M: <moves> E: <evals> B: <best>`,
+labelled by Stockfish. A: (environment prediction) `A: <FEN>+<move>+<history>+` ->
+`<new FEN>+<reward>+<terminated>+<truncated>`, labelled by the rules of chess alone (`arbiter`).
+This module makes the JSONL data (`generate`, the `generate` CLI), validates it (`load_chess`) and
+scores completions against it (`chess_reward`, `make_chess_reward`, `chess_reward_details`). It
+does not train, sample or hold a chat template, and only the generator's P: path needs an engine.
+Formats, conventions and reward formulas: knowledge/chess.md.
+"""
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import chess
+import chess.engine
+
+from prompts import DataError
+
+TASKS = ("P", "A")
+N_CANDIDATES = 5  # moves Stockfish lists per P: position (fewer where fewer are legal)
+HISTORY_PLIES = 8  # recent moves shown in an A: prompt
+MATE_PAWNS = 100.0  # mate in n for the side to move is +(100 - n/100) pawns, mated in n is -(...)
+CP_CLIP_PAWNS = 50.0  # centipawn evals are clipped here, so any |eval| > 50 is a mate
+DEFAULT_DEPTH = 12
+
+# Rewards. Every completion lands in one band: UNPARSABLE, or FORMAT + (1 - FORMAT) * weighted
+# sum of component credits in [0, 1], so exactly right is 1.0 and right format alone is 0.2.
+UNPARSABLE = -0.3
+FORMAT = 0.2
+POLICY_WEIGHTS = {"p_best": 0.5, "p_moves": 0.25, "p_evals": 0.25}
+ARBITER_WEIGHTS = {"a_fen": 0.6, "a_reward": 0.2, "a_terminated": 0.1, "a_truncated": 0.1}
+EVAL_CLIP = 10.0  # pawns; past this a position is won or lost, so mate vs +20 is no error
+EVAL_TOLERANCE = 2.0  # pawns of eval error at which a move's eval credit reaches 0
+FEN_MIN_SCALE = 4  # edits; the floor of the FEN credit's scale (see fen_credit)
+MAX_COMPLETION_CHARS = 512  # targets are < 150 chars; longer output is rambling, not an answer
+MAX_FEN_CHARS = 100  # the longest legal FEN is about 90 chars
+
+# Generator.
+MAX_RANDOM_PLIES = 40
+ILLEGAL_SHARE = 0.1  # A: tasks whose move is illegal (reward -1)
+SEEK_ENDING_SHARE = 0.25  # A: tasks played on until a move ends or truncates the episode
+SEEK_MAX_PLIES = 1000
+MAX_ATTEMPTS = 200
+STOCKFISH_MISSING = "stockfish not found: apt-get install stockfish / brew install stockfish"
+
+# Hand-written main lines (UCI); a position starts from a random prefix of one (or of none).
+OPENINGS: dict[str, tuple[str, ...]] = {
+    "start": (),
+    "italian": ("e2e4", "e7e5", "g1f3", "b8c6", "f1c4", "f8c5", "c2c3", "g8f6", "d2d4"),
+    "ruy_lopez": ("e2e4", "e7e5", "g1f3", "b8c6", "f1b5", "a7a6", "b5a4", "g8f6", "e1g1", "f8e7"),
+    "najdorf": ("e2e4", "c7c5", "g1f3", "d7d6", "d2d4", "c5d4", "f3d4", "g8f6", "b1c3", "a7a6"),
+    "french": ("e2e4", "e7e6", "d2d4", "d7d5", "b1c3", "g8f6", "c1g5", "f8e7"),
+    "caro_kann": ("e2e4", "c7c6", "d2d4", "d7d5", "b1c3", "d5e4", "c3e4", "c8f5"),
+    "queens_gambit": ("d2d4", "d7d5", "c2c4", "e7e6", "b1c3", "g8f6", "c1g5", "f8e7"),
+    "kings_indian": ("d2d4", "g8f6", "c2c4", "g7g6", "b1c3", "f8g7", "e2e4", "d7d6", "g1f3"),
+    "english": ("c2c4", "e7e5", "b1c3", "g8f6", "g2g3", "d7d5", "c4d5", "f6d5"),
+    "slav": ("d2d4", "d7d5", "c2c4", "c7c6", "g1f3", "g8f6", "b1c3", "d5c4"),
+    "scandinavian": ("e2e4", "d7d5", "e4d5", "d8d5", "b1c3", "d5a5", "d2d4", "g8f6"),
+}
+
+_UCI = re.compile(r"[a-h][1-8][a-h][1-8][qrbn]?")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+_FEN_SHAPE = re.compile(r"[pnbrqkPNBRQKw0-9a-h/ -]+")
+
+RewardFn = Callable[..., list[float]]
+
+
+# ---- formats ------------------------------------------------------------------------------
+
+
+def format_eval(pawns: float) -> str:
+    return f"{pawns:.2f}"
+
+
+def format_reward(reward: float) -> str:
+    return f"{reward:g}"  # 1, 0.5, 0, -1
+
+
+def policy_prompt(fen: str) -> str:
+    return f"P: {fen}"
+
+
+def policy_target(moves: Sequence[str], evals: Sequence[float], best: str) -> str:
+    return f"M: {' '.join(moves)} E: {' '.join(map(format_eval, evals))} B: {best}"
+
+
+def arbiter_prompt(fen: str, move: str, history: Sequence[str]) -> str:
+    return f"A: {fen}+{move}+{','.join(history)}+"
+
+
+def arbiter_target(fen_after: str, reward: float, terminated: int, truncated: int) -> str:
+    return f"{fen_after}+{format_reward(reward)}+{int(terminated)}+{int(truncated)}"
+
+
+# ---- the environment (A: labels) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the environment answers to one move; reward is from the mover's point of view."""
+
+    fen_after: str
+    reward: float
+    terminated: int
+    truncated: int
+
+
+def _episode_over(board: chess.Board) -> bool:
+    """The episode ends here under arbiter's rules (repetition is not one of them)."""
+    return (
+        board.is_checkmate()
+        or board.is_stalemate()
+        or board.is_insufficient_material()
+        or board.halfmove_clock >= 100
+    )
+
+
+def arbiter(fen: str, move: str) -> Step:
+    """The A: label of playing `move` (UCI) in `fen`; a function of these two alone, so the
+    loader can recompute it (repetition draws would need the whole game, see knowledge/chess.md).
+
+    illegal or malformed move: same FEN, -1, terminated; checkmate: 1, terminated; stalemate,
+    insufficient material or the 75-move rule: 0.5, terminated; halfmove clock >= 100 after the
+    move (fifty-move draw, claimed by the environment): 0.5, truncated; otherwise 0.
+    """
+    board = chess.Board(fen)
+    try:
+        parsed = chess.Move.from_uci(move)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed not in board.legal_moves:
+        return Step(board.fen(), -1.0, 1, 0)
+    board.push(parsed)
+    after = board.fen()
+    if board.is_checkmate():
+        return Step(after, 1.0, 1, 0)
+    if board.is_stalemate() or board.is_insufficient_material() or board.is_seventyfive_moves():
+        return Step(after, 0.5, 1, 0)
+    if board.halfmove_clock >= 100:
+        return Step(after, 0.5, 0, 1)
+    return Step(after, 0.0, 0, 0)
+
+
+# ---- records -------------------------------------------------------------------------------
+
+
+def make_policy_record(
+    id: str, fen: str, moves: Sequence[str], evals: Sequence[float], source: str
+) -> dict:
+    """A P: record; moves best first, evals in pawns for the side to move."""
+    moves, evals = list(moves), [float(e) for e in evals]
+    return {
+        "id": id,
+        "task": "P",
+        "prompt": policy_prompt(fen),
+        "target": policy_target(moves, evals, moves[0]),
+        "fen": fen,
+        "moves": moves,
+        "evals": evals,
+        "best": moves[0],
+        "source": source,
+    }
+
+
+def make_arbiter_record(id: str, fen: str, move: str, history: Sequence[str]) -> dict:
+    """An A: record labelled by `arbiter`; history is the moves before `fen`, oldest first."""
+    step = arbiter(fen, move)
+    return {
+        "id": id,
+        "task": "A",
+        "prompt": arbiter_prompt(fen, move, history),
+        "target": arbiter_target(step.fen_after, step.reward, step.terminated, step.truncated),
+        "fen": fen,
+        "move": move,
+        "history": list(history),
+        "fen_after": step.fen_after,
+        "reward": step.reward,
+        "terminated": step.terminated,
+        "truncated": step.truncated,
+        "source": "rules",
+    }
+
+
+# ---- loader --------------------------------------------------------------------------------
+
+COMMON_FIELDS = {"id": str, "task": str, "prompt": str, "target": str, "fen": str, "source": str}
+TASK_FIELDS = {
+    "P": {"moves": list, "evals": list, "best": str},
+    "A": {
+        "move": str,
+        "history": list,
+        "fen_after": str,
+        "reward": (int, float),
+        "terminated": int,
+        "truncated": int,
+    },
+}
+_REGENERATE = (
+    "regenerate the file with `uv run python chess_task.py generate` (see knowledge/chess.md)"
+)
+_MAX_REPORTED = 20
+
+
+def _check_fields(record) -> list[str]:
+    if not isinstance(record, dict):
+        return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
+    task = record.get("task")
+    if task not in TASKS:
+        return [f"task {task!r} is not one of {', '.join(TASKS)}; use 'P' or 'A'"]
+    fields = {**COMMON_FIELDS, **TASK_FIELDS[task]}
+    problems = []
+    for name, kind in fields.items():
+        value = record.get(name)
+        if name not in record:
+            problems.append(f"missing field {name!r}; a {task} record needs {', '.join(fields)}")
+        elif not isinstance(value, kind) or isinstance(value, bool):
+            want = (
+                " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+            )
+            problems.append(
+                f"field {name!r} is {type(value).__name__}, expected {want}; see knowledge/chess.md"
+            )
+    extra = sorted(set(record) - set(fields))
+    if extra:
+        problems.append(
+            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(fields)}"
+        )
+    return problems
+
+
+def _check_position(fen: str) -> tuple[chess.Board | None, list[str]]:
+    try:
+        board = chess.Board(fen)
+    except ValueError as e:
+        return None, [f"fen {fen!r} is not a FEN ({e}); {_REGENERATE}"]
+    if not board.is_valid() or board.fen() != fen:
+        return None, [f"fen {fen!r} is not a valid position in python-chess form; {_REGENERATE}"]
+    if not any(board.legal_moves):
+        return None, [f"fen {fen!r} has no legal move (game over); drop the record"]
+    return board, []
+
+
+def _check_policy(record: dict, board: chess.Board) -> list[str]:
+    moves, evals = record["moves"], record["evals"]
+    if not moves or len(moves) != len(evals) or len(set(moves)) != len(moves):
+        return [f"moves/evals need 1+ distinct moves and one eval each; {_REGENERATE}"]
+    if not all(isinstance(m, str) for m in moves):
+        return [f"moves must be UCI strings; {_REGENERATE}"]
+    illegal = [
+        m for m in moves if not _UCI.fullmatch(m) or chess.Move.from_uci(m) not in board.legal_moves
+    ]
+    if illegal:
+        return [f"move(s) {illegal} are not legal in {record['fen']!r}; {_REGENERATE}"]
+    if not all(isinstance(e, int | float) and not isinstance(e, bool) for e in evals) or not all(
+        math.isfinite(e) and abs(e) <= MATE_PAWNS for e in evals
+    ):
+        return [f"evals must be finite numbers within +-{MATE_PAWNS:g} pawns; {_REGENERATE}"]
+    want = make_policy_record(record["id"], record["fen"], moves, evals, record["source"])
+    return _check_derived(record, want, ("best", "prompt", "target"))
+
+
+def _check_arbiter(record: dict) -> list[str]:
+    history = record["history"]
+    if not all(isinstance(m, str) and _UCI.fullmatch(m) for m in history):
+        return [f"history must be a list of UCI moves; {_REGENERATE}"]
+    want = make_arbiter_record(record["id"], record["fen"], record["move"], history)
+    names = ("fen_after", "reward", "terminated", "truncated", "prompt", "target")
+    return _check_derived(record, want, names)
+
+
+def _check_derived(record: dict, want: dict, names: Sequence[str]) -> list[str]:
+    return [
+        f"{name} {record[name]!r} disagrees with the label it is built from ({want[name]!r}); "
+        f"do not edit labels by hand, {_REGENERATE}"
+        for name in names
+        if record[name] != want[name]
+    ]
+
+
+def check_chess_record(record) -> list[str]:
+    """Problems with one parsed record, as strings (empty if fine). Labels derived from other
+    fields (targets, prompts, every A: label) are recomputed and must agree."""
+    problems = _check_fields(record)
+    if problems:
+        return problems
+    board, problems = _check_position(record["fen"])
+    if board is None:
+        return problems
+    return _check_policy(record, board) if record["task"] == "P" else _check_arbiter(record)
+
+
+def _read_lines(path: str) -> list[str]:
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found; check the path or {_REGENERATE}", path=path)
+    with open(path, encoding="utf-8") as f:
+        try:
+            lines = f.read().splitlines()
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text ({e}); {_REGENERATE}", path=path) from e
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
+    return lines
+
+
+def load_chess(path) -> list[dict]:
+    """Chess records from a JSONL file, every line checked (`check_chess_record`), ids and prompts
+    unique. Raises DataError naming the file, the first bad line and the fix."""
+    path = os.fspath(path)
+    errors, records, seen = [], [], {"id": {}, "prompt": {}}
+    for line_no, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
+            continue
+        problems = check_chess_record(record)
+        if not problems:  # fields are known good, so the uniqueness checks can index them
+            for name, first_lines in seen.items():
+                first = first_lines.setdefault(record[name], line_no)
+                if first != line_no:
+                    problems.append(f"duplicate {name} (first on line {first}); delete one")
+        errors.extend((line_no, p) for p in problems)
+        if not problems:
+            records.append(record)
+    if errors:
+        shown = "\n".join(f"  line {n}: {msg}" for n, msg in errors[:_MAX_REPORTED])
+        more = len(errors) - _MAX_REPORTED
+        tail = f"\n  ... and {more} more" if more > 0 else ""
+        raise DataError(
+            f"{path}: {len(errors)} problem(s), first at line {errors[0][0]}:\n{shown}{tail}",
+            path=path,
+            line=errors[0][0],
+        )
+    return records
+
+
+# ---- parsing completions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyOutput:
+    moves: tuple[str, ...]
+    evals: tuple[float, ...]
+    best: str
+
+
+@dataclass(frozen=True)
+class ArbiterOutput:
+    fen: str
+    reward: float
+    terminated: int
+    truncated: int
+
+
+def parse_policy(text) -> PolicyOutput | None:
+    """`M: <uci>... E: <number>... B: <uci>` (as many evals as moves, any whitespace between
+    tokens, nothing before or after), else None. Moves are checked for UCI shape, not legality."""
+    if not isinstance(text, str) or len(text) > MAX_COMPLETION_CHARS:
+        return None
+    tokens = text.split()
+    if len(tokens) < 6 or tokens[0] != "M:" or tokens[-2] != "B:" or tokens.count("E:") != 1:
+        return None
+    e = tokens.index("E:")
+    moves, evals, best = tokens[1:e], tokens[e + 1 : -2], tokens[-1]
+    if not moves or len(moves) != len(evals):
+        return None
+    if not all(_UCI.fullmatch(m) for m in (*moves, best)):
+        return None
+    if not all(_NUMBER.fullmatch(v) for v in evals):
+        return None
+    return PolicyOutput(tuple(moves), tuple(float(v) for v in evals), best)
+
+
+def parse_arbiter(text) -> ArbiterOutput | None:
+    """`<fen>+<number>+<0|1>+<0|1>` (spaces around fields allowed, nothing else), else None.
+    The FEN field needs only FEN characters: a malformed FEN still parses and is graded by
+    edit distance, so a near miss earns more than a confident wrong board."""
+    if not isinstance(text, str) or len(text) > MAX_COMPLETION_CHARS:
+        return None
+    parts = [p.strip() for p in text.strip().split("+")]
+    if len(parts) != 4:
+        return None
+    fen, reward, terminated, truncated = parts
+    if not fen or len(fen) > MAX_FEN_CHARS or not _FEN_SHAPE.fullmatch(fen):
+        return None
+    if not _NUMBER.fullmatch(reward) or terminated not in ("0", "1") or truncated not in ("0", "1"):
+        return None
+    return ArbiterOutput(fen, float(reward), int(terminated), int(truncated))
+
+
+# ---- graduated rewards ---------------------------------------------------------------------
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute one character)."""
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def fen_credit(predicted: str, true: str, before: str) -> float:
+    """1 - d(predicted, true) / max(d(before, true), FEN_MIN_SCALE), clipped to [0, 1].
+
+    Scaling by how far the true FEN is from the prompt's FEN means copying the input earns 0
+    (a raw-length scale would pay ~0.9 for it); the floor keeps a one-character slip from
+    zeroing the credit when the move changes little (an illegal move changes nothing)."""
+    scale = max(levenshtein(before, true), FEN_MIN_SCALE)
+    return max(0.0, 1.0 - levenshtein(predicted, true) / scale)
+
+
+def eval_credit(predicted: float, true: float) -> float:
+    """Linear in the error between evals clipped to +-EVAL_CLIP: 1 at 0, 0 at EVAL_TOLERANCE."""
+    error = abs(_clip_eval(predicted) - _clip_eval(true))
+    return max(0.0, 1.0 - error / EVAL_TOLERANCE)
+
+
+def _clip_eval(pawns: float) -> float:
+    return min(EVAL_CLIP, max(-EVAL_CLIP, pawns))
+
+
+def _policy_parts(out: PolicyOutput, record: dict) -> dict[str, float]:
+    true = dict(zip(record["moves"], record["evals"], strict=True))
+    said = {}
+    for move, value in zip(out.moves, out.evals, strict=True):
+        said.setdefault(move, value)  # a repeated move is judged on its first eval
+    union = set(true) | set(said)
+    return {
+        "p_best": float(out.best == record["best"]),
+        "p_moves": len(set(true) & set(said)) / len(union),
+        "p_evals": sum(eval_credit(said[m], e) for m, e in true.items() if m in said) / len(true),
+    }
+
+
+def _arbiter_parts(out: ArbiterOutput, record: dict) -> dict[str, float]:
+    return {
+        "a_fen": fen_credit(out.fen, record["fen_after"], record["fen"]),
+        "a_reward": float(out.reward == record["reward"]),
+        "a_terminated": float(out.terminated == record["terminated"]),
+        "a_truncated": float(out.truncated == record["truncated"]),
+    }
+
+
+_EMPTY = {name: None for name in (*POLICY_WEIGHTS, *ARBITER_WEIGHTS)}
+
+
+def score_completion(completion, record: dict) -> dict:
+    """The reward of one completion against its record, with its parts for logging:
+    {"reward", "format", and the task's components in [0, 1]}; the other task's are None."""
+    match record["task"]:
+        case "P":
+            weights, out = POLICY_WEIGHTS, parse_policy(completion)
+            parts = _policy_parts(out, record) if out else None
+        case "A":
+            weights, out = ARBITER_WEIGHTS, parse_arbiter(completion)
+            parts = _arbiter_parts(out, record) if out else None
+        case task:
+            raise ValueError(f"record {record.get('id')!r} has task {task!r}; expected P or A")
+    if parts is None:
+        return {**_EMPTY, **dict.fromkeys(weights, 0.0), "format": 0.0, "reward": UNPARSABLE}
+    credit = sum(weights[name] * parts[name] for name in weights)
+    reward = FORMAT + (1.0 - FORMAT) * credit
+    return {**_EMPTY, **parts, "format": 1.0, "reward": reward}
+
+
+def _text(x) -> str:
+    """A prompt/completion as the reward contract allows: a string, or a conversation (list of
+    chat messages) whose last message is the text. Anything else is a caller bug, not an output."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, list) and x and isinstance(x[-1], dict):
+        return str(x[-1].get("content", ""))
+    raise TypeError(f"expected a string or a list of chat messages, got {type(x).__name__}")
+
+
+def chess_reward_details(prompts, completions, *, records: Sequence[dict], **kw) -> list[dict]:
+    """`score_completion` for each completion; records[i] is completion i's record and must be
+    the record of prompts[i] (checked: a misaligned batch would score against the wrong label)."""
+    prompts, completions = [_text(p) for p in prompts], [_text(c) for c in completions]
+    if not len(prompts) == len(completions) == len(records):
+        raise ValueError(
+            f"chess reward got {len(prompts)} prompts, {len(completions)} completions and "
+            f"{len(records)} records; pass one record per completion"
+        )
+    for i, (prompt, record) in enumerate(zip(prompts, records, strict=True)):
+        if prompt != record["prompt"]:
+            raise ValueError(
+                f"completion {i}: prompt {prompt[:60]!r} is not record {record['id']!r}'s prompt "
+                f"{record['prompt'][:60]!r}; align records with completions"
+            )
+    return [score_completion(c, r) for c, r in zip(completions, records, strict=True)]
+
+
+def chess_reward(prompts, completions, *, records: Sequence[dict], **kw) -> list[float]:
+    """The reward contract with the labels passed in, one record per completion. Never NaN:
+    every output, however malformed, has a band; a wrong record is a caller bug and raises."""
+    return [d["reward"] for d in chess_reward_details(prompts, completions, records=records)]
+
+
+def make_chess_reward(records: Sequence[dict]) -> RewardFn:
+    """A reward `fn(prompts, completions, **kw)` that finds each prompt's record itself (for a
+    loop that passes only prompts, like train.py). Unknown prompts raise."""
+    by_prompt = {r["prompt"]: r for r in records}
+    if len(by_prompt) != len(records):
+        raise ValueError("make_chess_reward: two records share a prompt; load them with load_chess")
+
+    def reward(prompts, completions, **kw) -> list[float]:
+        prompts = [_text(p) for p in prompts]
+        missing = [p for p in prompts if p not in by_prompt]
+        if missing:
+            raise ValueError(
+                f"chess reward: {len(missing)} prompt(s) have no record, first "
+                f"{missing[0][:80]!r}; build the reward from the records the prompts came from"
+            )
+        return chess_reward(prompts, completions, records=[by_prompt[p] for p in prompts])
+
+    reward.__name__ = "chess"
+    return reward
+
+
+# ---- generator -----------------------------------------------------------------------------
+
+
+class StockfishNotFound(RuntimeError):
+    pass
+
+
+def find_stockfish(path: str | None = None) -> str:
+    """The engine binary: `path` if given, else `stockfish` on PATH, else Debian's /usr/games
+    (where apt installs it, and which root's PATH usually lacks). Raises StockfishNotFound."""
+    if path is not None:
+        found = shutil.which(path)
+        if found is None:
+            raise StockfishNotFound(f"stockfish not found at {path!r}; give an executable path")
+        return found
+    found = shutil.which("stockfish") or shutil.which("stockfish", path="/usr/games")
+    if found is None:
+        raise StockfishNotFound(STOCKFISH_MISSING)
+    return found
+
+
+@contextlib.contextmanager
+def open_stockfish(path: str | None = None) -> Iterator[chess.engine.SimpleEngine]:
+    """A started Stockfish that is always stopped on exit, error or not. One thread and a fixed
+    hash make a fixed-depth search reproducible for a given Stockfish version."""
+    engine = chess.engine.SimpleEngine.popen_uci(find_stockfish(path))
+    try:
+        engine.configure({"Threads": 1, "Hash": 16})
+        yield engine
+    finally:
+        try:
+            engine.quit()
+        finally:
+            engine.close()  # releases the process even when quit failed (engine crashed)
+
+
+def _legal(board: chess.Board) -> list[chess.Move]:
+    return sorted(board.legal_moves, key=chess.Move.uci)  # sorted: no dependence on move order
+
+
+def _random_plies(rng: random.Random, board: chess.Board, plies: int) -> None:
+    """Play up to `plies` random legal moves, stopping before a move that ends the episode."""
+    for _ in range(plies):
+        board.push(rng.choice(_legal(board)))
+        if _episode_over(board):
+            board.pop()
+            return
+
+
+def _sample_board(rng: random.Random) -> chess.Board:
+    line = OPENINGS[rng.choice(sorted(OPENINGS))]
+    board = chess.Board()
+    for uci in line[: rng.randint(0, len(line))]:
+        board.push_uci(uci)
+    _random_plies(rng, board, rng.randint(0, MAX_RANDOM_PLIES))
+    return board
+
+
+def _illegal_move(rng: random.Random, board: chess.Board) -> str:
+    """Half the time a pseudo-legal move that leaves the king in check (where one exists), else
+    one of the mover's pieces sent to a square it cannot reach (a pawn promotion without its
+    piece letter counts)."""
+    pinned = sorted(m.uci() for m in board.pseudo_legal_moves if not board.is_legal(m))
+    if pinned and rng.random() < 0.5:
+        return rng.choice(pinned)
+    own = sorted(chess.SquareSet(board.occupied_co[board.turn]))
+    legal = set(board.legal_moves)
+    while True:
+        move = chess.Move(rng.choice(own), rng.randrange(64))
+        if move.from_square != move.to_square and move not in legal:
+            return move.uci()
+
+
+def _play_to_ending(rng: random.Random, board: chess.Board) -> str | None:
+    """Random play on `board` until some move ends or truncates the episode; that move (not
+    played), or None if none came within SEEK_MAX_PLIES."""
+    for _ in range(SEEK_MAX_PLIES):
+        move = rng.choice(_legal(board))
+        board.push(move)
+        if _episode_over(board):
+            board.pop()
+            return move.uci()
+    return None
+
+
+def _sample_arbiter(rng: random.Random) -> tuple[chess.Board, str]:
+    board = _sample_board(rng)
+    draw = rng.random()
+    if draw < ILLEGAL_SHARE:
+        return board, _illegal_move(rng, board)
+    if draw < ILLEGAL_SHARE + SEEK_ENDING_SHARE:
+        move = _play_to_ending(rng, board)
+        if move is not None:
+            return board, move
+    return board, rng.choice(_legal(board)).uci()
+
+
+@dataclass
+class Planned:
+    """A record before labelling: its position (with the moves that led there) and, for A:, the
+    move to play."""
+
+    id: str
+    task: str
+    board: chess.Board
+    move: str | None
+
+
+def plan_records(
+    n: int,
+    seed: int,
+    tasks: str = "PA",
+    exclude: frozenset[str] = frozenset(),
+    prefix: str = "chess",
+) -> list[Planned]:
+    """n positions, record i of task tasks[i % len(tasks)], no position (FEN without clocks) twice
+    or in `exclude`. Record i depends only on (seed, i) and the positions before it, so a
+    smaller n gives a prefix of a larger one."""
+    if n < 1 or not tasks or set(tasks) - set(TASKS):
+        raise ValueError(f"plan_records needs n >= 1 and tasks made of P/A, got n={n}, {tasks!r}")
+    seen, planned = set(exclude), []
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        for attempt in itertools.count():
+            if attempt == MAX_ATTEMPTS:
+                raise RuntimeError(
+                    f"no new position for record {i} in {MAX_ATTEMPTS} tries; lower --n or "
+                    "exclude fewer files"
+                )
+            rng = random.Random(f"{seed}:{i}:{attempt}")
+            board, move = _sample_arbiter(rng) if task == "A" else (_sample_board(rng), None)
+            if board.epd() not in seen:
+                break
+        seen.add(board.epd())
+        planned.append(Planned(f"{prefix}-{i:05d}", task, board, move))
+    return planned
+
+
+def engine_pawns(score: chess.engine.Score) -> float:
+    """A score for the side to move in pawns, with mates mapped as MATE_PAWNS documents."""
+    mate = score.mate()
+    if mate is not None:
+        n = min(abs(mate), 99)
+        return math.copysign(round(MATE_PAWNS * 100 - n) / 100, mate)
+    cp = max(-CP_CLIP_PAWNS * 100, min(CP_CLIP_PAWNS * 100, score.score()))
+    return cp / 100
+
+
+def analyse(engine, board: chess.Board, limit: chess.engine.Limit, key: str):
+    """Stockfish's top moves (best first) and their evals (pawns, side to move) for `board`.
+    A new `game` key per position makes python-chess send ucinewgame, which clears the hash, so
+    a label does not depend on which positions were searched before it."""
+    k = min(N_CANDIDATES, board.legal_moves.count())
+    infos = engine.analyse(board, limit, multipv=k, game=key)
+    if len(infos) != k or any("pv" not in i or "score" not in i for i in infos):
+        raise RuntimeError(f"stockfish gave {len(infos)} lines without pv/score for {board.fen()}")
+    return [i["pv"][0].uci() for i in infos], [engine_pawns(i["score"].relative) for i in infos]
+
+
+def label_records(planned: Sequence[Planned], engine=None, limit=None, source="") -> list[dict]:
+    """Records from plans: A: by the rules, P: by `engine` under `limit` (needed only if any)."""
+    from tqdm import tqdm
+
+    records = []
+    for plan in tqdm(planned, desc="label", unit="pos", disable=len(planned) < 50):
+        fen = plan.board.fen()
+        if plan.task == "A":
+            history = [m.uci() for m in plan.board.move_stack[-HISTORY_PLIES:]]
+            records.append(make_arbiter_record(plan.id, fen, plan.move, history))
+        elif engine is None:
+            raise ValueError(f"{plan.id} is a P: task; labelling it needs an engine")
+        else:
+            moves, evals = analyse(engine, plan.board, limit, plan.id)
+            records.append(make_policy_record(plan.id, fen, moves, evals, source))
+    return records
+
+
+def write_jsonl(records: Sequence[dict], path) -> None:
+    """Write via a temp file renamed into place, so a failed run leaves no half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def run_generate(args: argparse.Namespace) -> dict:
+    """The `generate` command: plan, label, write, re-read through load_chess; returns counts."""
+    exclude = frozenset(
+        chess.Board(r["fen"]).epd() for path in args.exclude for r in load_chess(path)
+    )
+    prefix = args.prefix or Path(args.out).stem
+    planned = plan_records(args.n, args.seed, args.tasks, exclude, prefix)
+    if "P" in args.tasks:
+        if args.movetime is not None:
+            limit, how = chess.engine.Limit(time=args.movetime / 1000), f"movetime={args.movetime}"
+        else:
+            limit, how = chess.engine.Limit(depth=args.depth), f"depth={args.depth}"
+        with open_stockfish(args.stockfish) as engine:
+            source = f"{engine.id.get('name', 'stockfish')} {how} multipv={N_CANDIDATES}"
+            records = label_records(planned, engine, limit, source)
+    else:
+        records = label_records(planned)
+    write_jsonl(records, args.out)
+    records = load_chess(args.out)
+    counts = {"out": str(args.out), "records": len(records)}
+    counts |= {f"task_{t}": sum(r["task"] == t for r in records) for t in TASKS}
+    for reward in (-1.0, 0.0, 0.5, 1.0):
+        n = sum(r["task"] == "A" and r["reward"] == reward for r in records)
+        counts[f"A_reward_{format_reward(reward)}"] = n
+    counts["A_truncated"] = sum(r["task"] == "A" and r["truncated"] == 1 for r in records)
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="make a labelled JSONL file of P:/A: records")
+    gen.add_argument("--out", required=True, help="JSONL file to write (its stem prefixes ids)")
+    gen.add_argument("--n", type=int, required=True, help="number of records")
+    gen.add_argument("--seed", type=int, required=True, help="same seed, same file")
+    limit = gen.add_mutually_exclusive_group()
+    limit.add_argument(
+        "--depth", type=int, default=DEFAULT_DEPTH, help="Stockfish depth (reproducible)"
+    )
+    limit.add_argument("--movetime", type=int, help="Stockfish ms per position (NOT reproducible)")
+    gen.add_argument("--tasks", default="PA", help="task cycle: PA (alternate), P or A (no engine)")
+    gen.add_argument("--exclude", nargs="*", default=[], help="JSONL files whose positions to skip")
+    gen.add_argument("--stockfish", help="engine binary (default: stockfish on PATH or /usr/games)")
+    gen.add_argument("--prefix", help="id prefix (default: the --out file's stem)")
+    gen.add_argument("--json", action="store_true", help="print the counts as JSON")
+    args = parser.parse_args(argv)
+    try:
+        counts = run_generate(args)
+    except StockfishNotFound as e:
+        print(e, file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        print(", ".join(f"{k}={v}" for k, v in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
