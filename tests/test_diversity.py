@@ -44,7 +44,7 @@ def test_summary_flags_template_collapse():
     varied = [["the sky is blue", "sky looks blue"], ["cats purr when calm"], ["rain falls"]]
     s = D.summary(varied)
     assert not s["template_collapse"] and s["unique_fraction"] == 1.0
-    same = [["I am happy to help happy happy"], ["I am happy to help happy happy"]] * 3
+    same = [["happy to help happy to help happy"]] * 6  # trigram "happy to help" repeats
     s = D.summary(same)
     assert s["template_collapse"] and s["cross_prompt_similarity"] == 1.0
     assert s["unique_fraction"] == pytest.approx(1 / 6) and s["repetition"] > 0
