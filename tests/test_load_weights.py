@@ -37,7 +37,7 @@ def test_missing_model_names_what_was_tried(tmp_path, monkeypatch):
 
 
 def test_folder_without_config(tmp_path):
-    with pytest.raises(LoadError, match="no config.json"):
+    with pytest.raises(LoadError, match="neither config.json"):
         load(str(tmp_path))
 
 
@@ -83,3 +83,27 @@ def test_embedded_model_answers_paris(smollm):
     s = smollm.sample_group(["What is the capital of France?"], 1, 24, temperature=0)
     assert "Paris" in s.texts[0], s.texts[0]
     assert s.finished[0], "greedy answer should end with EOS well before 24 tokens"
+
+
+def test_lora_checkpoint_folder_loads_base_with_merged_adapters(tmp_path):
+    """A LoRA run's checkpoint (adapters only) loads like a full model: base + adapters merged,
+    the same logits as the adapted model in memory."""
+    import lora
+
+    base_dir = tmp_path / "base"
+    base = tiny_model(QWEN3, seed=4)
+    save_checkpoint(base, QWEN3, base_dir)
+    adapted, _ = load(str(base_dir), mx.float32)
+    lora.apply_lora(adapted, 4, 8.0, ["q_proj", "down_proj"])
+    for _, layer in lora.lora_layers(adapted):  # non-zero adapters, so merging matters
+        layer.lora_b = 0.1 * mx.random.normal(layer.lora_b.shape, key=mx.random.key(1))
+    ckpt = tmp_path / "step_000002"
+    lora.save_adapters(adapted, ckpt, 4, 8.0, ["q_proj", "down_proj"])
+    tokens = mx.array([[3, 9, 27, 5]])
+    loaded, _ = load(str(ckpt), mx.float32)
+    assert mx.abs(loaded(tokens) - adapted(tokens)).max().item() <= 1e-5
+    assert mx.abs(loaded(tokens) - base(tokens)).max().item() > 1e-3, "adapters took effect"
+    cfg = json.loads((ckpt / "adapter_config.json").read_text())
+    (ckpt / "adapter_config.json").write_text(json.dumps(cfg | {"base_model_name_or_path": None}))
+    with pytest.raises(LoadError, match="names no base model"):
+        load(str(ckpt))
