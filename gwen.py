@@ -210,6 +210,23 @@ class Gwen:
         )
 
 
+def sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size) -> mx.array:
+    """(B*G, T, D) hidden states that predict completion tokens (B*G, T) given prompts (B, P),
+    each prompt run once: the prompt's final state predicts token 0, the completion's state at
+    t predicts token t + 1."""
+    B, P = prompt_tokens.shape
+    N, T = completions.shape
+    if N != B * group_size:
+        raise ValueError(f"{N} completion rows != {B} prompts x group size {group_size}")
+    cache = KVCache.for_model(model, B, P, prompt_pad)
+    h_prompt = model.hidden(prompt_tokens, cache)[:, -1:, :]  # (B, 1, D)
+    cache = cache.broadcast_batch(group_size, capacity=P + T)
+    h = mx.repeat(h_prompt, group_size, axis=0)  # (N, 1, D)
+    if T > 1:
+        h = mx.concatenate([h, model.hidden(completions[:, :-1], cache)], axis=1)  # (N, T, D)
+    return h
+
+
 def sequence_logprobs(
     model,
     prompt_tokens,
@@ -221,19 +238,9 @@ def sequence_logprobs(
 ):
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
-    The prompt's final hidden state predicts completion token 0; the completion's hidden
-    state at t predicts token t + 1. Temperature 0 means the untempered softmax. With
-    `return_entropy`, also the (B*G, T) entropy of each position's tempered distribution."""
-    B, P = prompt_tokens.shape
-    N, T = completions.shape
-    if N != B * group_size:
-        raise ValueError(f"{N} completion rows != {B} prompts x group size {group_size}")
-    cache = KVCache.for_model(model, B, P, prompt_pad)
-    h_prompt = model.hidden(prompt_tokens, cache)[:, -1:, :]  # (B, 1, D)
-    cache = cache.broadcast_batch(group_size, capacity=P + T)
-    h = mx.repeat(h_prompt, group_size, axis=0)  # (N, 1, D)
-    if T > 1:
-        h = mx.concatenate([h, model.hidden(completions[:, :-1], cache)], axis=1)  # (N, T, D)
+    Temperature 0 means the untempered softmax. With `return_entropy`, also the (B*G, T) entropy
+    of each position's tempered distribution."""
+    h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size)
     temperature = temperature if temperature > 0 else 1.0
     return kernels.token_logprobs(
         h, model.lm_head_weight(), completions, temperature, return_entropy=return_entropy

@@ -534,6 +534,31 @@ def token_logprobs_naive(
     return logp, -mx.sum(mx.exp(logp_all) * logp_all, axis=-1)
 
 
+def full_kl(h_p, w_p, h_q, w_q, chunk_rows: int = 256) -> mx.array:
+    """Exact KL(p || q) per position over the whole vocabulary, float32, shape h_p.shape[:-1]:
+    p = softmax(h_p @ w_p.T), q = softmax(h_q @ w_q.T), in chunks of rows so no (rows x vocab)
+    tensor exists for the batch. No gradient (a measurement: quantization loss, drift from a
+    base model). KL = sum_v p_v (log p_v - log q_v)."""
+    if h_p.shape != h_q.shape or w_p.shape[0] != w_q.shape[0]:
+        raise ValueError(
+            f"full_kl needs matching hidden states {h_p.shape} vs {h_q.shape} and vocabularies "
+            f"{w_p.shape[0]} vs {w_q.shape[0]}"
+        )
+    lead = h_p.shape[:-1]
+    hp, hq = h_p.reshape(-1, h_p.shape[-1]), h_q.reshape(-1, h_q.shape[-1])
+    wp, wq = w_p.astype(mx.float32), w_q.astype(mx.float32)
+    out = []
+    for r0, r1 in cpu_ops.spans(hp.shape[0], chunk_rows):
+        lp = hp[r0:r1].astype(mx.float32) @ wp.T
+        lq = hq[r0:r1].astype(mx.float32) @ wq.T
+        lp = lp - mx.logsumexp(lp, axis=-1, keepdims=True)
+        lq = lq - mx.logsumexp(lq, axis=-1, keepdims=True)
+        kl = mx.sum(mx.exp(lp) * (lp - lq), axis=-1)
+        mx.eval(kl)
+        out.append(kl)
+    return mx.maximum(mx.concatenate(out), 0.0).reshape(lead)  # rounding can give -1e-9
+
+
 KL_ESTIMATORS = ("k1", "k2", "k3")
 KL_DIRECTIONS = ("reverse", "forward", "symmetric")
 

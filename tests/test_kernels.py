@@ -446,3 +446,26 @@ def test_softmax_grad_kernel_matches_twin(rows, with_entropy):
     got = K._softmax_grad_kernel(z, lse, g, gh, ent, K.kernel_backend())
     want = K._softmax_grad_plain(z, lse, g, gh, ent)
     assert _max_err(got, want) <= 1e-6 * _scale(want)
+
+
+def test_full_kl_against_float64():
+    rng = np.random.default_rng(11)
+    hp, hq = rng.normal(size=(2, 37, 16)), rng.normal(size=(2, 37, 16))
+    wp, wq = rng.normal(size=(301, 16)) * 0.5, rng.normal(size=(301, 16)) * 0.5
+    got = K.full_kl(*(mx.array(x.astype(np.float32)) for x in (hp, wp, hq, wq)), chunk_rows=10)
+
+    def logsoftmax(z):
+        z = z - z.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+    lp, lq = logsoftmax(hp @ wp.T), logsoftmax(hq @ wq.T)
+    want = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    assert got.shape == (2, 37)
+    assert _max_err(got, mx.array(want.astype(np.float32))) <= 1e-4 * _scale(mx.array(want))
+    same = K.full_kl(
+        mx.array(hp[0].astype(np.float32)),
+        mx.array(wp.astype(np.float32)),
+        mx.array(hp[0].astype(np.float32)),
+        mx.array(wp.astype(np.float32)),
+    )
+    assert mx.abs(same).max().item() <= 1e-6, "KL of a distribution with itself is 0"
