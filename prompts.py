@@ -41,7 +41,7 @@ class DataError(ValueError):
         self.line = line
 
 
-def _check_record(record, fields, allowed, optional=()):
+def _check_record(record, fields, allowed, optional=(), flags=()):
     """Problems with one parsed line, as a list of strings (empty if fine). `optional` fields
     may be absent; present, they are checked like the required ones."""
     if not isinstance(record, dict):
@@ -59,11 +59,14 @@ def _check_record(record, fields, allowed, optional=()):
     for name in optional:
         if name in record and not (isinstance(record[name], str) and record[name].strip()):
             problems.append(f"optional field {name!r} must be a non-empty string when present")
-    extra = sorted(set(record) - set(fields) - set(optional))
+    for name in flags:
+        if not isinstance(record.get(name), bool):
+            problems.append(f"field {name!r} must be true or false, got {record.get(name)!r}")
+    extra = sorted(set(record) - set(fields) - set(optional) - set(flags))
     if extra:
         problems.append(
             f"unknown field(s) {', '.join(map(repr, extra))}; allowed: "
-            f"{', '.join((*fields, *optional))}"
+            f"{', '.join((*fields, *optional, *flags))}"
         )
     for name, values in allowed.items():
         value = record.get(name)
@@ -72,7 +75,7 @@ def _check_record(record, fields, allowed, optional=()):
     return problems
 
 
-def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=()):
+def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), flags=()):
     """Parse and validate a JSONL file; return its records or raise one DataError listing all
     problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
     returns extra problems for a record that passed the field checks."""
@@ -102,7 +105,7 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=()):
         except json.JSONDecodeError as e:
             errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
             continue
-        problems = _check_record(record, fields, allowed, optional)
+        problems = _check_record(record, fields, allowed, optional, flags)
         if not problems and check is not None:
             problems = check(record)
         if not problems:
@@ -156,6 +159,18 @@ def load_pairs(path) -> list[dict]:
     allowed = {"criterion": CRITERIA, "category": CATEGORIES, "split": SPLITS}
     return _load_jsonl(
         path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
+    )
+
+
+LABEL_FIELDS = ("id", "prompt", "category", "answer")
+
+
+def load_labels(path, field: str = "pushback") -> list[dict]:
+    """Labelled answers: `{"id", "prompt", "category", "answer", field: true|false}` plus
+    optional `source`, `kind`, `split`. Raises DataError naming the file, line and fix."""
+    allowed = {"category": CATEGORIES, "split": SPLITS}
+    return _load_jsonl(
+        path, LABEL_FIELDS, allowed, unique_text=(), optional=PAIR_OPTIONAL_FIELDS, flags=(field,)
     )
 
 

@@ -1,5 +1,8 @@
 """Train a Bradley-Terry reward model on preference pairs (reward_model.py), with exact resume.
 
+With --labels instead of --pairs it trains the same head as a classifier of labelled answers
+(binary cross-entropy; e.g. the pushback classifier evaluate.py uses).
+
 Reads a pairs file (prompts.load_pairs: id, criterion, category, prompt, better, worse, and a
 split); trains on the `train` split only, measures pairwise accuracy and loss on `val` every
 --eval-every steps, and never reads `test` (bench_judge.py reports it). Each step takes
@@ -38,7 +41,7 @@ import checkpoint
 import reward_model
 import runlog
 from load_weights import LoadError
-from prompts import DataError, load_pairs
+from prompts import DataError, load_labels, load_pairs
 
 
 def _f(default, help_text):
@@ -49,6 +52,8 @@ def _f(default, help_text):
 class RMTrainConfig:
     model: str = _f("smollm2-135m", "base checkpoint: HF folder, hub id or smollm2-135m")
     pairs: str = _f("data/rm_pairs.jsonl", "preference pairs with a split field")
+    labels: str | None = _f(None, "labelled answers instead of pairs: train a classifier (BCE)")
+    label_field: str = _f("pushback", "the true/false field of --labels records")
     out: str = _f("models/rm", "output folder (written atomically; replaced if present)")
     work: str | None = _f(None, "resumable state and logs (default: runs/rm/<out name>)")
     steps: int = _f(300, "optimizer steps")
@@ -76,6 +81,9 @@ class RMTrainConfig:
         if not self.lr > 0 or self.warmup_steps < 0 or self.center_coef < 0:
             raise ValueError("lr must be > 0; warmup_steps and center_coef >= 0")
 
+    def data_path(self) -> str:
+        return self.labels or self.pairs
+
     def rm_config(self) -> reward_model.RMConfig:
         return reward_model.RMConfig(
             base_model=self.model,
@@ -96,12 +104,20 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
-def split_pairs(pairs: list[dict]) -> dict[str, list[dict]]:
-    """Pairs by split; a file without a split field is all `train` (then no validation)."""
+def split_records(records: list[dict]) -> dict[str, list[dict]]:
+    """Records by split; a file without a split field is all `train` (then no validation)."""
     out = {"train": [], "val": [], "test": []}
-    for p in pairs:
-        out[p.get("split", "train")].append(p)
+    for r in records:
+        out[r.get("split", "train")].append(r)
     return out
+
+
+def check_data(cfg) -> None:
+    """Read and validate the data file before any model is loaded (DataError names the line)."""
+    if cfg.labels:
+        load_labels(cfg.labels, cfg.label_field)
+    else:
+        load_pairs(cfg.pairs)
 
 
 def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
@@ -117,28 +133,84 @@ def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def encode_pairs(rm, pairs) -> list[tuple[list[int], list[int]]]:
-    return [
-        (
-            rm.encode(p["prompt"], p["better"], p["category"]),
-            rm.encode(p["prompt"], p["worse"], p["category"]),
-        )
-        for p in pairs
-    ]
+class PairData:
+    """Preference pairs: a batch runs the better answers then the worse ones; Bradley-Terry loss
+    -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse."""
 
+    def __init__(self, rm, records: list[dict], margin: float):
+        self.margin = margin
+        self.enc = [
+            (
+                rm.encode(p["prompt"], p["better"], p["category"]),
+                rm.encode(p["prompt"], p["worse"], p["category"]),
+            )
+            for p in records
+        ]
+        self.lengths = np.array([max(len(b), len(w)) for b, w in self.enc])
 
-def pair_accuracy(rm, encoded, batch: int = 16) -> tuple[float, float]:
-    """(accuracy, mean BT loss) over encoded pairs; a tie counts half."""
-    correct, losses = [], []
-    for i in range(0, len(encoded), batch):
-        chunk = encoded[i : i + batch]
+    def batch(self, rm, idx):
+        chunk = [self.enc[i] for i in idx]
         tokens, pad = rm.batch([b for b, _ in chunk] + [w for _, w in chunk])
-        r = rm(tokens, pad)
-        n = len(chunk)
-        gap = np.array(r[:n] - r[n:])
-        correct += list(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0)))
-        losses += list(np.logaddexp(0.0, -gap))
-    return float(np.mean(correct)), float(np.mean(losses))
+        return tokens, pad, len(chunk)
+
+    def loss(self, r, n):
+        gap = r[:n] - r[n:]
+        return reward_model.bt_loss(r[:n], r[n:], self.margin), mx.mean(gap > 0)
+
+    def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
+        """(accuracy, mean BT loss); a tie counts half."""
+        correct, losses = [], []
+        for i in range(0, len(self.enc), batch):
+            tokens, pad, n = self.batch(rm, range(i, min(i + batch, len(self.enc))))
+            r = rm(tokens, pad)
+            gap = np.array(r[:n] - r[n:])
+            correct += list(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0)))
+            losses += list(np.logaddexp(0.0, -(gap - self.margin)))
+        return float(np.mean(correct)), float(np.mean(losses))
+
+
+class LabelData:
+    """Answers labelled true/false (e.g. "does it push back?"): one row each; the score is a
+    logit, trained with binary cross-entropy; accuracy at probability 0.5 (score 0)."""
+
+    def __init__(self, rm, records: list[dict], field: str):
+        self.enc = [rm.encode(r["prompt"], r["answer"], r["category"]) for r in records]
+        self.labels = np.array([float(r[field]) for r in records], dtype=np.float32)
+        self.lengths = np.array([len(e) for e in self.enc])
+
+    def batch(self, rm, idx):
+        idx = list(idx)
+        tokens, pad = rm.batch([self.enc[i] for i in idx])
+        return tokens, pad, mx.array(self.labels[idx])
+
+    def loss(self, r, y):
+        bce = mx.mean(nn.softplus(r) - y * r)  # -y log sigmoid(r) - (1 - y) log(1 - sigmoid(r))
+        return bce, mx.mean((r > 0) == (y > 0.5))
+
+    def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
+        """(accuracy at score 0, mean BCE)."""
+        correct, losses = [], []
+        for i in range(0, len(self.enc), batch):
+            tokens, pad, y = self.batch(rm, range(i, min(i + batch, len(self.enc))))
+            r, y = np.array(rm(tokens, pad)), np.array(y)
+            correct += list(((r > 0) == (y > 0.5)).astype(float))
+            losses += list(np.logaddexp(0.0, r) - y * r)
+        return float(np.mean(correct)), float(np.mean(losses))
+
+
+def load_data(cfg, rm) -> tuple[dict, object, object]:
+    """(split counts, train data, val data) for pairs (--pairs) or labelled answers (--labels)."""
+    if cfg.labels:
+        records = load_labels(cfg.labels, cfg.label_field)
+        make = lambda recs: LabelData(rm, recs, cfg.label_field)  # noqa: E731
+    else:
+        records = load_pairs(cfg.pairs)
+        make = lambda recs: PairData(rm, recs, cfg.margin)  # noqa: E731
+    splits = split_records(records)
+    if not splits["train"]:
+        raise DataError(f"{cfg.data_path()}: no record has split 'train'; nothing to train on")
+    counts = {k: len(v) for k, v in splits.items()}
+    return counts, make(splits["train"]), make(splits["val"])
 
 
 class Trainer:
@@ -146,15 +218,10 @@ class Trainer:
 
     def __init__(self, cfg: RMTrainConfig):
         self.cfg = cfg
-        pairs = load_pairs(cfg.pairs)  # a bad file fails here, before any model work
-        self.splits = split_pairs(pairs)
-        if not self.splits["train"]:
-            raise DataError(f"{cfg.pairs}: no pair has split 'train'; nothing to train on")
+        check_data(cfg)  # a bad file fails here, before any model work
         mx.random.seed(cfg.seed)
         self.rm = reward_model.build(cfg.rm_config(), backend.parse_dtype(cfg.dtype))
-        self.train_enc = encode_pairs(self.rm, self.splits["train"])
-        self.val_enc = encode_pairs(self.rm, self.splits["val"])
-        self.lengths = np.array([max(len(b), len(w)) for b, w in self.train_enc])
+        self.counts, self.train_data, self.val_data = load_data(cfg, self.rm)
         warm = max(cfg.warmup_steps, 1)
         schedule = optim.join_schedules(
             [
@@ -171,7 +238,7 @@ class Trainer:
 
     def _batches(self) -> list[np.ndarray]:
         rng = np.random.default_rng([self.cfg.seed, self.epoch])
-        return length_batches(self.lengths, self.cfg.batch_pairs, rng)
+        return length_batches(self.train_data.lengths, self.cfg.batch_pairs, rng)
 
     def next_batch(self) -> np.ndarray:
         batches = self._batches()
@@ -181,19 +248,15 @@ class Trainer:
         self.position += 1
         return batches[self.position - 1]
 
-    def loss_fn(self, rm, tokens, pad, n):
+    def loss_fn(self, rm, tokens, pad, aux):
         r = rm(tokens, pad)
-        bt = reward_model.bt_loss(r[:n], r[n:], self.cfg.margin)
-        loss = bt + self.cfg.center_coef * mx.mean(r * r)
-        acc = mx.mean((r[:n] > r[n:]).astype(mx.float32))
-        return loss, (bt, acc)
+        main, acc = self.train_data.loss(r, aux)
+        return main + self.cfg.center_coef * mx.mean(r * r), (main, acc)
 
     def train_step(self) -> dict:
-        idx = self.next_batch()
-        chunk = [self.train_enc[i] for i in idx]
-        tokens, pad = self.rm.batch([b for b, _ in chunk] + [w for _, w in chunk])
+        tokens, pad, aux = self.train_data.batch(self.rm, self.next_batch())
         grad_fn = nn.value_and_grad(self.rm, self.loss_fn)
-        (loss, (bt, acc)), grads = grad_fn(self.rm, tokens, pad, len(chunk))
+        (loss, (main, acc)), grads = grad_fn(self.rm, tokens, pad, aux)
         grads, norm = optim.clip_grad_norm(grads, self.cfg.max_grad_norm)
         mx.eval(loss, grads, norm)
         if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
@@ -203,7 +266,7 @@ class Trainer:
         self.step += 1
         return {
             "loss": loss.item(),
-            "bt_loss": bt.item(),
+            "data_loss": main.item(),
             "train_accuracy": acc.item(),
             "grad_norm": norm.item(),
             "lr": self.optimizer.learning_rate.item(),
@@ -211,9 +274,9 @@ class Trainer:
         }
 
     def evaluate(self) -> dict:
-        if not self.val_enc:
+        if not self.val_data.enc:
             return {}
-        acc, loss = pair_accuracy(self.rm, self.val_enc)
+        acc, loss = self.val_data.accuracy(self.rm)
         if acc > self.best["val_accuracy"]:
             self.best = {"val_accuracy": acc, "val_loss": loss, "step": self.step}
             self.best_weights = {
@@ -270,8 +333,8 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
         log.truncate_after(t.step)
         tqdm.write(f"resumed {work} at step {t.step}")
     (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
-    counts = {k: len(v) for k, v in t.splits.items()}
-    tqdm.write(f"pairs: {counts} (test is never read here); {len(t.train_enc)} train pairs encoded")
+    counts = t.counts
+    tqdm.write(f"{cfg.data_path()}: {counts} (the test split is never read here)")
     bar = tqdm(
         total=cfg.steps, initial=t.step, desc="reward model", unit="step", dynamic_ncols=True
     )
@@ -296,8 +359,9 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     if t.best_weights is not None:
         t.rm.load_weights(list(t.best_weights.items()), strict=False)
     extra = {
-        "data": cfg.pairs,
-        "data_sha256": file_sha256(cfg.pairs),
+        "objective": "bce" if cfg.labels else "bradley_terry",
+        "data": cfg.data_path(),
+        "data_sha256": file_sha256(cfg.data_path()),
         "split_counts": counts,
         "trained_steps": t.step,
         "selected_step": t.best["step"] if t.best_weights is not None else t.step,

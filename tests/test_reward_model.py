@@ -192,3 +192,47 @@ def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path):
     other = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
     with pytest.raises(ValueError, match="different tokenizer than the policy"):
         train.run(train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x"), policy=other)
+
+
+def test_classifier_mode_learns_labelled_answers(base, tmp_path):
+    """--labels trains the same head with binary cross-entropy: answers holding t5 are true."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(32):
+        words = [f"t{int(w)}" for w in rng.integers(20, 90, size=3)]
+        flag = bool(i % 2)
+        rows.append(
+            {
+                "id": f"a{i}",
+                "prompt": " ".join(words),
+                "category": "control",
+                "answer": f"{words[1]} {'t5' if flag else 't6'} {words[2]}",
+                "pushback": flag,
+                "split": "train" if i < 24 else "val",
+            }
+        )
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = train_rm.RMTrainConfig(
+        model=base,
+        labels=str(labels),
+        out=str(tmp_path / "clf"),
+        work=str(tmp_path / "w"),
+        steps=30,
+        batch_pairs=8,
+        lr=3e-2,
+        warmup_steps=2,
+        lora_rank=4,
+        lora_alpha=8.0,
+        eval_every=10,
+        use_category=False,
+    )
+    out = train_rm.train(cfg)
+    saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
+    assert saved["extra"]["objective"] == "bce" and saved["extra"]["metrics"]["val_accuracy"] == 1.0
+    clf = reward_model.load(out)
+    logits = clf.score(["t40 t41"] * 2, ["t50 t5 t51", "t50 t6 t51"], [None, None])
+    assert logits[0] > 0 > logits[1], "held-out answers classified by the learned cue"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rows[0] | {"pushback": "yes"}) + "\n")
+    assert train_rm.main(["--labels", str(bad), "--model", base]) == 2
