@@ -220,7 +220,7 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
         work=str(tmp_path / "w"),
         steps=30,
         batch_pairs=8,
-        lr=3e-2,
+        lr=5e-3,
         warmup_steps=2,
         lora_rank=4,
         lora_alpha=8.0,
