@@ -1,13 +1,39 @@
-"""Held-out evaluation during training: greedy answers to eval prompts, judged like rollouts.
+"""Evaluate models side by side: did training make answers more curious, better at spotting
+nonsense and scrutinizing claims, without making them contrarian, longer or duller?
 
-`evaluate(run)` answers the first `eval_limit` prompts of the eval set (taken round-robin over
-categories) greedily and scores them with the run's reward, per category and criterion, plus
-the pushback rate on control prompts from a crude lexical detector: a tripwire for a policy that
-learns to dispute everything, not a measure of answer quality. No training happens here.
+`uv run python evaluate.py --model smollm2-135m --model runs/X/checkpoints/step_60 --prompts
+data/eval.jsonl` answers the prompts with every model (greedy, or K samples at a temperature, a
+seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a
+reward model), the pushback rate from a trained classifier (printed with its measured accuracy),
+answer length, diversity and degeneracy (diversity.py) and the per-token KL to the base model
+(the first --model) on the model's own answers. Answers and scores are cached under --cache-dir
+so a second report is instant; `--report DIR` writes Markdown with charts (eval_report.py),
+`--json` prints one object. `evaluate()` is the in-training hook (train.py). No training here.
 """
 
-import numpy as np
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import backend
+
+import mlx.core as mx
+import numpy as np
+from tqdm import tqdm
+
+import diversity
+import kernels
+import rewards
+from gwen import Gwen, sequence_hidden
+from load_weights import LoadError
+from prompts import CATEGORIES, DataError, load_labels, load_prompts
 from rewards import criterion_means
 
 PUSHBACK_MARKERS = (
@@ -27,15 +53,18 @@ PUSHBACK_MARKERS = (
     "mistaken",
     "not accurate",
 )
+DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
+DEFAULT_LABELS = "data/pushback_labels.jsonl"
 
 
 def pushes_back(text: str) -> bool:
-    """Crude lexical detector of a response that disputes the prompt (see knowledge/train.md)."""
+    """Crude lexical tripwire for an answer that disputes the prompt; the measured classifier
+    (PushbackClassifier) is the headline figure where one is available."""
     t = text.lower()
     return any(marker in t for marker in PUSHBACK_MARKERS)
 
 
-def eval_subset(records: list[dict], limit: int) -> list[dict]:
+def eval_subset(records: list[dict], limit: int | None) -> list[dict]:
     """The first `limit` records taken round-robin over categories, so every category counts."""
     by_cat = {}
     for r in records:
@@ -44,12 +73,13 @@ def eval_subset(records: list[dict], limit: int) -> list[dict]:
     out = []
     for i in range(max(len(q) for q in queues)):
         out += [q[i] for q in queues if i < len(q)]
-    return out[:limit]
+    return out if limit is None else out[:limit]
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:
-    """Greedy answers to the first `limit` records (round-robin over categories), scored by
-    `scorer` (rewards.Scorer): mean reward per category and criterion, control pushback rate."""
+    """The in-training hook: greedy answers to the first `limit` records (round-robin over
+    categories), scored by the run's scorer: mean reward per category and criterion, and the
+    lexical control pushback tripwire."""
     recs = eval_subset(records, limit)
     texts = []
     for i in range(0, len(recs), 16):
@@ -66,6 +96,462 @@ def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens:
         out |= {f"eval/{cat}/{name}": v for name, v in means.items() if v is not None}
     controls = [t for t, r in zip(texts, recs, strict=True) if r["category"] == "control"]
     if controls:
-        out["eval/control_pushback_rate"] = float(np.mean([pushes_back(t) for t in controls]))
+        out["eval/control_pushback_rate_lexical"] = float(
+            np.mean([pushes_back(t) for t in controls])
+        )
     out["eval/reward"] = float(np.nanmean(values))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The command
+
+
+@dataclass
+class EvalConfig:
+    models: list[str]
+    prompts: list[str]
+    limit: int | None = None
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 128
+    rewards: list[str] = field(default_factory=lambda: ["rubric"])
+    judge_model: str | None = None
+    pushback_model: str | None = DEFAULT_CLASSIFIER
+    pushback_labels: str = DEFAULT_LABELS
+    kl: bool = True
+    cache_dir: str = "runs/eval_cache"
+    batch_size: int = 16
+
+    def __post_init__(self):
+        if not self.models or not self.prompts:
+            raise ValueError("give at least one --model and one --prompts file")
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"a model is given twice: {self.models}")
+        if self.samples < 1 or self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("--samples, --max-new-tokens and --batch-size must be >= 1")
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError("--samples > 1 needs --temperature > 0 (greedy samples are equal)")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit {self.limit}: must be >= 1")
+        for spec in self.rewards:
+            rewards.parse_spec(spec)
+
+
+def load_prompt_files(paths: list[str]) -> list[dict]:
+    """Every record of every file, validated in full before anything runs (DataError names the
+    file and the line); ids must be unique across files."""
+    records, seen = [], {}
+    for path in paths:
+        for r in load_prompts(path):
+            if r["id"] in seen:
+                raise DataError(f"{path}: id {r['id']!r} also appears in {seen[r['id']]}")
+            seen[r["id"]] = path
+            records.append(r)
+    return records
+
+
+def model_fingerprint(ref: str) -> str:
+    """Identity of a model for the cache: its files' names, sizes and modification times (an
+    alias or hub id: the resolved file)."""
+    from load_weights import resolve
+
+    path = resolve(ref)
+    files = sorted(path.rglob("*")) if path.is_dir() else [path]
+    stats = [
+        (
+            str(f.relative_to(path) if path.is_dir() else f.name),
+            f.stat().st_size,
+            f.stat().st_mtime_ns,
+        )
+        for f in files
+        if f.is_file()
+    ]
+    return hashlib.sha256(json.dumps([str(path), stats]).encode()).hexdigest()[:16]
+
+
+class Cache:
+    """JSON values under cache_dir keyed by a hash of what produced them."""
+
+    def __init__(self, directory: str | None):
+        self.dir = Path(directory) if directory else None
+
+    @staticmethod
+    def key(*parts) -> str:
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+    def get(self, key: str):
+        if self.dir is None or not (self.dir / f"{key}.json").is_file():
+            return None
+        return json.loads((self.dir / f"{key}.json").read_text())
+
+    def put(self, key: str, value) -> None:
+        if self.dir is None:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, self.dir / f"{key}.json")
+
+
+def generate(gwen: Gwen, records: list[dict], cfg: EvalConfig, desc: str) -> dict:
+    """{"texts": K answers per record, "tokens": their token counts, "finished": ended with EOS}."""
+    texts, tokens, finished = [], [], []
+    bar = tqdm(total=len(records), desc=f"answers {desc}", unit="prompt", leave=False)
+    for i in range(0, len(records), cfg.batch_size):
+        chunk = records[i : i + cfg.batch_size]
+        s = gwen.sample_group(
+            [r["prompt"] for r in chunk],
+            cfg.samples,
+            cfg.max_new_tokens,
+            cfg.temperature,
+            cfg.top_p,
+            seed=cfg.seed + i,
+        )
+        lengths, k = s.lengths.tolist(), cfg.samples
+        for j in range(len(chunk)):
+            texts.append(s.texts[j * k : (j + 1) * k])
+            tokens.append(lengths[j * k : (j + 1) * k])
+            finished.append([bool(x) for x in s.finished[j * k : (j + 1) * k]])
+        bar.update(len(chunk))
+    bar.close()
+    return {"texts": texts, "tokens": tokens, "finished": finished}
+
+
+def per_answer_kl(gwen: Gwen, base: Gwen, records, texts, batch: int = 8) -> list[list[float]]:
+    """Mean per-token KL(model || base) over each answer's tokens (exact, whole vocabulary),
+    both models reading the model's own answer after the same chat prompt; batches of records
+    with their K answers right-padded (padding masked out)."""
+    k = len(texts[0])
+    out = []
+    for i in range(0, len(records), batch):
+        recs, answers = records[i : i + batch], texts[i : i + batch]
+        prompt_tokens, prompt_pad = gwen.left_pad([gwen.chat_tokens(r["prompt"]) for r in recs])
+        ids = [
+            gwen.tokenizer.encode(a, add_special_tokens=False) or [gwen.pad_id]
+            for group in answers
+            for a in group
+        ]
+        width = max(len(x) for x in ids)
+        comp = mx.array([x + [gwen.pad_id] * (width - len(x)) for x in ids])  # (B*K, T)
+        mask = mx.arange(width)[None, :] < mx.array([len(x) for x in ids])[:, None]
+        hp = sequence_hidden(gwen.model, prompt_tokens, prompt_pad, comp, k)
+        hq = sequence_hidden(base.model, prompt_tokens, prompt_pad, comp, k)
+        kl = kernels.full_kl(hp, gwen.model.lm_head_weight(), hq, base.model.lm_head_weight())
+        per = np.array(kernels.masked_mean(kl, mask, axis=1)).tolist()
+        out += [per[j * k : (j + 1) * k] for j in range(len(recs))]
+    return out
+
+
+class PushbackClassifier:
+    """A reward_model folder trained with train_rm.py --labels: P(the answer disputes, flags or
+    refuses the prompt) = sigmoid(score). Its accuracy on the labelled test split is measured
+    here (and cached), so every pushback figure can be printed with it."""
+
+    def __init__(self, path: str, labels: str, cache: Cache):
+        import reward_model
+
+        self.path, self.model = path, reward_model.load(path)
+        key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
+        acc = cache.get(key)
+        if acc is None:
+            test = [r for r in load_labels(labels) if r.get("split") == "test"]
+            if not test:
+                raise DataError(f"{labels}: no record has split 'test'; cannot measure accuracy")
+            probs = self.probabilities(
+                [r["prompt"] for r in test],
+                [r["answer"] for r in test],
+                [r["category"] for r in test],
+            )
+            hits = [(p > 0.5) == r["pushback"] for p, r in zip(probs, test, strict=True)]
+            acc = {"test_accuracy": float(np.mean(hits)), "n_test": len(test), "labels": labels}
+            cache.put(key, acc)
+        self.accuracy = acc
+
+    def probabilities(self, prompts, answers, categories) -> list[float]:
+        scores = self.model.score(prompts, answers, categories)
+        return [1.0 / (1.0 + math.exp(-s)) for s in scores]
+
+
+def score_rewards(spec, ctx, records, texts) -> dict:
+    """Mean over samples per record of each reward's value and its parts: {key: [per record]}."""
+    scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
+    flat_r = [r for r, ans in zip(records, texts, strict=True) for _ in ans]
+    flat_t = [t for ans in texts for t in ans]
+    s = scorer([r["prompt"] for r in flat_r], flat_t, [r["category"] for r in flat_r])
+    out = {spec: s.values.tolist()}
+    for i, d in enumerate(s.details or []):
+        for k, v in d.items():
+            if k != "reward":
+                out.setdefault(f"{spec}/{k}", [None] * len(flat_t))[i] = v
+    k = len(texts[0])
+    return {
+        key: [_mean(vals[j * k : (j + 1) * k]) for j in range(len(texts))]
+        for key, vals in out.items()
+    }
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
+
+
+def summarize(records, answers: dict, extra: dict) -> dict:
+    """Per category and overall: means of every per-record figure plus lengths and diversity."""
+    out = {}
+    cats = [c for c in CATEGORIES if any(r["category"] == c for r in records)]
+    for cat in [*cats, "overall"]:
+        idx = [i for i, r in enumerate(records) if cat == "overall" or r["category"] == cat]
+        texts = [answers["texts"][i] for i in idx]
+        flat = [t for g in texts for t in g]
+        words = [len(diversity.words(t)) for t in flat]
+        toks = [n for i in idx for n in answers["tokens"][i]]
+        m = {
+            "n_prompts": len(idx),
+            "length_words_median": float(np.median(words)),
+            "length_words_mean": float(np.mean(words)),
+            "length_tokens_mean": float(np.mean(toks)),
+            "truncation_rate": 1.0
+            - float(np.mean([f for i in idx for f in answers["finished"][i]])),
+            "lexical_pushback_rate": float(np.mean([pushes_back(t) for t in flat])),
+            **diversity.summary(texts),
+        }
+        for key, per_record in extra.items():
+            m[key] = _mean([per_record[i] for i in idx])
+        out[cat] = m
+    return out
+
+
+def evaluate_models(cfg: EvalConfig) -> dict:
+    records = eval_subset(load_prompt_files(cfg.prompts), cfg.limit)  # bad files fail first
+    cache = Cache(cfg.cache_dir)
+    classifier = None
+    if cfg.pushback_model:
+        if not Path(cfg.pushback_model).is_dir():
+            raise FileNotFoundError(
+                f"pushback classifier {cfg.pushback_model!r} not found: train it with "
+                f"`uv run python train_rm.py --labels {DEFAULT_LABELS} --out {DEFAULT_CLASSIFIER}"
+                " --no-use-category` or pass --pushback-model none"
+            )
+        classifier = PushbackClassifier(cfg.pushback_model, cfg.pushback_labels, cache)
+    settings = {
+        k: v
+        for k, v in dataclasses.asdict(cfg).items()
+        if k in ("samples", "temperature", "top_p", "seed", "max_new_tokens")
+    }
+    prompt_key = [(r["id"], r["prompt"]) for r in records]
+    base_ref = cfg.models[0]
+    base = Gwen.load(base_ref)
+    judge = cfg.judge_model or base_ref
+    judge_cache = {}
+
+    def judge_factory():
+        if judge not in judge_cache:
+            judge_cache[judge] = (
+                Gwen(base.model, base.tokenizer) if judge == base_ref else Gwen.load(judge)
+            )
+        return judge_cache[judge], contextlib.nullcontext
+
+    results = {}
+    for ref in cfg.models:
+        fp = model_fingerprint(ref)
+        gwen = base if ref == base_ref else Gwen.load(ref)
+        akey = Cache.key("answers", fp, prompt_key, settings)
+        answers = cache.get(akey)
+        if answers is None:
+            answers = generate(gwen, records, cfg, Path(ref).name)
+            cache.put(akey, answers)
+        extra = {}
+        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer)
+        for spec in cfg.rewards:
+            skey = Cache.key(
+                "scores",
+                akey,
+                spec,
+                judge if rewards.needs_judge(rewards.parse_spec(spec)) else None,
+            )
+            scored = cache.get(skey)
+            if scored is None:
+                scored = score_rewards(spec, ctx, records, answers["texts"])
+                cache.put(skey, scored)
+            extra |= {f"reward/{k}": v for k, v in scored.items()}
+        if classifier is not None:
+            pkey = Cache.key("pushback", akey, model_fingerprint(cfg.pushback_model))
+            rates = cache.get(pkey)
+            if rates is None:
+                rates = [
+                    _mean(
+                        [
+                            float(p > 0.5)
+                            for p in classifier.probabilities(
+                                [r["prompt"]] * len(ans), ans, [r["category"]] * len(ans)
+                            )
+                        ]
+                    )
+                    for r, ans in zip(records, answers["texts"], strict=True)
+                ]
+                cache.put(pkey, rates)
+            extra["pushback_rate"] = rates
+        if cfg.kl and ref != base_ref:
+            kkey = Cache.key("kl", akey, model_fingerprint(base_ref))
+            kl = cache.get(kkey)
+            if kl is None:
+                kl = [_mean(x) for x in per_answer_kl(gwen, base, records, answers["texts"])]
+                cache.put(kkey, kl)
+            extra["kl_to_base"] = kl
+        results[ref] = {
+            "by_category": summarize(records, answers, extra),
+            "answers": answers["texts"],
+        }
+    return {
+        "models": cfg.models,
+        "prompts": cfg.prompts,
+        "records": [
+            {"id": r["id"], "category": r["category"], "prompt": r["prompt"]} for r in records
+        ],
+        "settings": settings,
+        "rewards": cfg.rewards,
+        "judge_model": judge,
+        "pushback_classifier": None
+        if classifier is None
+        else {"path": cfg.pushback_model, **classifier.accuracy},
+        "results": {ref: res["by_category"] for ref, res in results.items()},
+        "answers": {ref: res["answers"] for ref, res in results.items()},
+    }
+
+
+HEADLINE = (
+    "pushback_rate",
+    "lexical_pushback_rate",
+    "length_words_median",
+    "distinct_2",
+    "repetition",
+    "self_similarity",
+    "kl_to_base",
+)
+
+
+def table(result: dict) -> str:
+    """A plain-text table per category: metric rows, one column per model."""
+    models = result["models"]
+    names = [Path(m).name if "/" in m else m for m in models]
+    lines = []
+    clf = result.get("pushback_classifier")
+    if clf:
+        lines.append(
+            f"pushback classifier {clf['path']}: accuracy {clf['test_accuracy']:.3f} on "
+            f"{clf['n_test']} labelled test answers ({clf['labels']})"
+        )
+    for cat in result["results"][models[0]]:
+        rows = [k for k in result["results"][models[0]][cat] if k.startswith("reward/")]
+        rows += [k for k in HEADLINE if k in result["results"][models[0]][cat]]
+        lines.append(f"\n[{cat}] n={result['results'][models[0]][cat]['n_prompts']}")
+        lines.append(f"{'metric':<42}" + "".join(f"{n[:18]:>20}" for n in names))
+        for key in rows:
+            vals = [result["results"][m][cat].get(key) for m in models]
+            cells = "".join(f"{'-' if v is None else f'{v:.4g}':>20}" for v in vals)
+            lines.append(f"{key[:42]:<42}{cells}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Evaluate models side by side on prompt sets.")
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="a model (repeat; the first is the base for KL): HF or LoRA checkpoint "
+        "folder, hub id, smollm2-135m",
+    )
+    p.add_argument(
+        "--prompts",
+        action="append",
+        required=True,
+        help="a prompt file (repeat): JSONL with id, category, prompt, source",
+    )
+    p.add_argument(
+        "--limit", type=int, default=None, help="first N prompts, round-robin over categories"
+    )
+    p.add_argument(
+        "--samples", type=int, default=1, help="answers per prompt (>1 needs a temperature)"
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="answer length cap")
+    p.add_argument(
+        "--reward",
+        action="append",
+        default=None,
+        help="a reward spec to score with (repeat; default: train.py's default and rubric)",
+    )
+    p.add_argument(
+        "--judge-model", default=None, help="judge for rubric rewards (default: the first model)"
+    )
+    p.add_argument(
+        "--pushback-model",
+        default=DEFAULT_CLASSIFIER,
+        help="pushback classifier folder (train_rm.py --labels), or 'none'",
+    )
+    p.add_argument(
+        "--pushback-labels", default=DEFAULT_LABELS, help="labelled answers with a test split"
+    )
+    p.add_argument("--no-kl", action="store_true", help="skip the KL to the base model")
+    p.add_argument(
+        "--cache-dir", default="runs/eval_cache", help="answer and score cache ('none': off)"
+    )
+    p.add_argument("--report", metavar="DIR", help="write DIR/report.md with charts and samples")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def default_rewards() -> list[str]:
+    from config import TrainConfig
+
+    spec = TrainConfig.__dataclass_fields__["reward"].default
+    return [spec] if spec == "rubric" else [spec, "rubric"]
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        cfg = EvalConfig(
+            models=a.model,
+            prompts=a.prompts,
+            limit=a.limit,
+            samples=a.samples,
+            temperature=a.temperature,
+            top_p=a.top_p,
+            seed=a.seed,
+            max_new_tokens=a.max_new_tokens,
+            rewards=a.reward or default_rewards(),
+            judge_model=a.judge_model,
+            pushback_model=None if a.pushback_model == "none" else a.pushback_model,
+            pushback_labels=a.pushback_labels,
+            kl=not a.no_kl,
+            cache_dir=None if a.cache_dir == "none" else a.cache_dir,
+        )
+    except ValueError as e:  # the settings (EvalConfig, reward specs)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        backend.announce()
+        result = evaluate_models(cfg)
+    except (DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.report:
+        import eval_report
+
+        print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
+    if a.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "answers"}))
+    else:
+        print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

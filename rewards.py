@@ -27,6 +27,10 @@ import numpy as np
 RewardFn = Callable[..., list[float]]
 
 
+class RewardError(ValueError):
+    """A reward spec, file, function or model that cannot be used; the CLIs print it, exit 2."""
+
+
 def _words(text: str) -> list[str]:
     return text.split()
 
@@ -108,7 +112,7 @@ def _plain(fn: RewardFn):
 
 def _no_args(**args):
     if args:
-        raise ValueError(f"takes no arguments, got {sorted(args)}")
+        raise RewardError(f"takes no arguments, got {sorted(args)}")
 
 
 def _build_happy(ctx):
@@ -117,14 +121,14 @@ def _build_happy(ctx):
 
 def _check_rubric(batch_size: int | None = None):
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
 
 
 def _build_rubric(ctx, batch_size: int | None = None):
     import rubric
 
     if ctx.judge is None:
-        raise ValueError("the rubric reward needs a judge model; none was provided")
+        raise RewardError("the rubric reward needs a judge model; none was provided")
     judge, judge_context = ctx.judge()
     judged = rubric.Rubric(judge, batch_size=batch_size or ctx.judge_batch_size)
 
@@ -143,12 +147,12 @@ def _check_rm(path: str, batch_size: int = 16):
 
     folder = Path(path)
     if not (folder / reward_model.CONFIG_FILE).is_file():
-        raise ValueError(
+        raise RewardError(
             f"reward-model folder {path!r} has no {reward_model.CONFIG_FILE}: train one with "
             "`uv run python train_rm.py --out PATH` or fix the path"
         )
     if not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
 
 
 def _build_rm(ctx, path: str, batch_size: int = 16):
@@ -158,7 +162,7 @@ def _build_rm(ctx, path: str, batch_size: int = 16):
     if ctx.tokenizer is not None:
         policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
         if policy_sha != rm.config.tokenizer_sha256:
-            raise ValueError(
+            raise RewardError(
                 f"reward model {path!r} (base {rm.config.base_model!r}) reads a different "
                 "tokenizer than the policy: its scores would be of other text. Train a reward "
                 "model on the policy's base model (train_rm.py --model ...)"
@@ -175,17 +179,17 @@ def load_function(file: str, function: str) -> RewardFn:
     """A user's reward function `function` from the Python file `file`."""
     path = Path(file)
     if not path.is_file():
-        raise ValueError(f"reward function file {file!r} does not exist")
+        raise RewardError(f"reward function file {file!r} does not exist")
     spec = importlib.util.spec_from_file_location(f"user_rewards_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001  (the user's file: report what broke, where)
-        raise ValueError(f"importing {file!r} failed: {type(e).__name__}: {e}") from e
+        raise RewardError(f"importing {file!r} failed: {type(e).__name__}: {e}") from e
     fn = getattr(module, function, None)
     if not callable(fn):
         names = sorted(n for n in vars(module) if callable(vars(module)[n]) and n[0] != "_")
-        raise ValueError(f"{file!r} has no function {function!r}; it defines {names}")
+        raise RewardError(f"{file!r} has no function {function!r}; it defines {names}")
     return fn
 
 
@@ -194,7 +198,7 @@ def _check_fn(file: str, function: str, **kwargs):
     try:
         inspect.signature(fn).bind(["p"], ["c"], **kwargs)
     except TypeError as e:
-        raise ValueError(
+        raise RewardError(
             f"{file}:{function} cannot take (prompts, completions, **{sorted(kwargs)}): {e}; "
             "a reward function is fn(prompts, completions, **kw) -> list[float]"
         ) from e
@@ -233,23 +237,23 @@ def check_components(components: list[Component], source: str) -> list[Component
     """Validate names, weights and arguments before any model is loaded; ValueError naming
     `source` (the flag or file), the component and the fix."""
     if not components:
-        raise ValueError(f"{source}: no reward component given; valid: {sorted(REWARDS)}")
+        raise RewardError(f"{source}: no reward component given; valid: {sorted(REWARDS)}")
     for c in components:
         if c.name not in REWARDS:
-            raise ValueError(
+            raise RewardError(
                 f"{source}: reward {c.name!r} is not registered; valid names: {sorted(REWARDS)}"
             )
         if not (isinstance(c.weight, int | float) and math.isfinite(c.weight) and c.weight > 0):
-            raise ValueError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
+            raise RewardError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
         try:
             REWARDS[c.name].check(**c.args)
         except TypeError as e:
-            raise ValueError(f"{source}: reward {c.name!r} arguments {c.args}: {e}") from e
+            raise RewardError(f"{source}: reward {c.name!r} arguments {c.args}: {e}") from e
         except ValueError as e:
-            raise ValueError(f"{source}: reward {c.name!r}: {e}") from e
+            raise RewardError(f"{source}: reward {c.name!r}: {e}") from e
     labels = [c.label for c in components]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"{source}: a component appears twice: {labels}")
+        raise RewardError(f"{source}: a component appears twice: {labels}")
     return components
 
 
@@ -257,31 +261,31 @@ def parse_spec(spec: str) -> list[Component]:
     """`name[:arg][:weight]` items separated by commas (`rubric`, `rm:PATH`, `rubric:0.5,
     rm:PATH:0.5`) -> checked components; ValueError naming the bad item and the fix."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"reward spec {spec!r} is empty; valid names: {sorted(REWARDS)}")
+        raise RewardError(f"reward spec {spec!r} is empty; valid names: {sorted(REWARDS)}")
     out = []
     for item in spec.split(","):
         parts = [p.strip() for p in item.strip().split(":")]
         name, rest = parts[0], parts[1:]
         if name not in REWARDS:
-            raise ValueError(
+            raise RewardError(
                 f"reward {name!r} (in {spec!r}) is not registered; valid names: {sorted(REWARDS)}"
             )
         if name == "fn":
-            raise ValueError("a function reward is given with --reward-fn FILE:NAME or a file")
+            raise RewardError("a function reward is given with --reward-fn FILE:NAME or a file")
         args = {}
         positional = REWARDS[name].positional
         if positional:
             if not rest or not rest[0]:
-                raise ValueError(f"reward {name!r} needs an argument: write {name}:PATH")
+                raise RewardError(f"reward {name!r} needs an argument: write {name}:PATH")
             args[positional], rest = rest[0], rest[1:]
         if len(rest) > 1:
-            raise ValueError(f"reward item {item.strip()!r} has too many ':' parts")
+            raise RewardError(f"reward item {item.strip()!r} has too many ':' parts")
         weight = 1.0
         if rest:
             try:
                 weight = float(rest[0])
             except ValueError:
-                raise ValueError(
+                raise RewardError(
                     f"reward item {item.strip()!r}: weight {rest[0]!r} is not a number"
                 ) from None
         out.append(Component(name, weight, args))
@@ -296,15 +300,15 @@ def load_reward_config(path: str) -> list[Component]:
     try:
         raw = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"reward config {path!r} does not exist") from None
+        raise RewardError(f"reward config {path!r} does not exist") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"reward config {path!r} is not valid YAML: {e}") from None
+        raise RewardError(f"reward config {path!r} is not valid YAML: {e}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("components"), list):
-        raise ValueError(f"{path}: expected a mapping with a `components:` list")
+        raise RewardError(f"{path}: expected a mapping with a `components:` list")
     out = []
     for i, item in enumerate(raw["components"]):
         if not isinstance(item, dict) or "name" not in item:
-            raise ValueError(f"{path}: components[{i}] needs a `name` (one of {sorted(REWARDS)})")
+            raise RewardError(f"{path}: components[{i}] needs a `name` (one of {sorted(REWARDS)})")
         item = dict(item)
         name, weight = item.pop("name"), item.pop("weight", 1.0)
         out.append(Component(name, weight, item))
@@ -315,7 +319,7 @@ def parse_function_spec(spec: str) -> list[Component]:
     """`FILE:NAME` -> one `fn` component (--reward-fn)."""
     file, sep, function = spec.rpartition(":")
     if not sep or not file or not function:
-        raise ValueError(f"--reward-fn {spec!r}: write FILE.py:FUNCTION_NAME")
+        raise RewardError(f"--reward-fn {spec!r}: write FILE.py:FUNCTION_NAME")
     return check_components([Component("fn", 1.0, {"file": file, "function": function})], spec)
 
 

@@ -343,7 +343,7 @@ def main(argv=None) -> int:
             return 0
         cfg = resolve_config(args)
         run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
-    except (ConfigError, DataError, LoadError, FileNotFoundError) as e:
+    except (ConfigError, DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,178 @@
+"""evaluate.py: figures on hand-made answers, the pushback classifier's accuracy with a mock
+model, bad inputs (nothing evaluated half-way), and an end-to-end run on tiny checkpoints whose
+second report comes from the cache."""
+
+import json
+
+import backend  # noqa: F401
+
+import pytest
+from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
+
+import evaluate
+
+RECORDS = [
+    {"id": "a", "category": "false_premise", "prompt": "t5 t6"},
+    {"id": "b", "category": "control", "prompt": "t7 t8"},
+]
+
+
+def test_summarize_hand_made_answers():
+    answers = {
+        "texts": [["Actually that is a myth: no."], ["Yes yes yes yes yes", "Yes it is."]],
+        "tokens": [[7], [5, 3]],
+        "finished": [[True], [False, True]],
+    }
+    extra = {"pushback_rate": [1.0, 0.0], "reward/x": [0.2, None]}
+    got = evaluate.summarize(RECORDS, answers, extra)
+    fp, ctl, overall = got["false_premise"], got["control"], got["overall"]
+    assert fp["lexical_pushback_rate"] == 1.0 and ctl["lexical_pushback_rate"] == 0.0
+    assert ctl["length_words_median"] == 4.0  # 5 and 3 words
+    assert ctl["truncation_rate"] == 0.5 and overall["truncation_rate"] == pytest.approx(1 / 3)
+    # "yes yes yes yes yes": 3 trigrams, 1 unique -> 2/3; "yes it is": 1 trigram -> 0
+    assert ctl["repetition"] == pytest.approx(1 / 3)
+    assert ctl["self_similarity"] == pytest.approx(1 / 3)  # {yes} vs {yes, it, is}
+    assert overall["pushback_rate"] == 0.5 and overall["reward/x"] == 0.2  # None left out
+
+
+class FakeClassifierModel:
+    """Logit +2 for answers containing "no", -2 otherwise."""
+
+    def score(self, prompts, answers, categories):
+        return [2.0 if "no" in a.split() else -2.0 for a in answers]
+
+
+def test_pushback_classifier_accuracy_with_a_mock_model(tmp_path, monkeypatch):
+    import reward_model
+
+    labels = tmp_path / "labels.jsonl"
+    rows = [
+        ("no that is wrong", True, "test"),
+        ("sure here it is", False, "test"),
+        ("no", False, "test"),  # the mock gets this one wrong: 2 of 3 right
+        ("train only", True, "train"),
+    ]
+    labels.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"x{i}",
+                    "prompt": "p",
+                    "category": "control",
+                    "answer": a,
+                    "pushback": y,
+                    "split": s,
+                }
+            )
+            + "\n"
+            for i, (a, y, s) in enumerate(rows)
+        )
+    )
+    monkeypatch.setattr(reward_model, "load", lambda path: FakeClassifierModel())
+    monkeypatch.setattr(evaluate, "model_fingerprint", lambda ref: "fp")
+    cache = evaluate.Cache(str(tmp_path / "cache"))
+    clf = evaluate.PushbackClassifier("clf", str(labels), cache)
+    assert clf.accuracy["test_accuracy"] == pytest.approx(2 / 3) and clf.accuracy["n_test"] == 3
+    probs = clf.probabilities(["p", "p"], ["no way", "fine"], [None, None])
+    assert probs[0] > 0.5 > probs[1]
+    labels.write_text("")  # a second classifier comes from the cache: the file is not read
+    assert evaluate.PushbackClassifier("clf", str(labels), cache).accuracy == clf.accuracy
+
+
+def test_bad_prompt_file_names_the_line_and_evaluates_nothing(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text(
+        '{"id": "a", "category": "control", "prompt": "t5", "source": "x"}\n'
+        '{"id": "b", "category": "nonsensical", "prompt": "t6", "source": "x"}\n'
+    )
+    monkeypatch.setattr(evaluate.Gwen, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    code = evaluate.main(
+        [
+            "--model",
+            "smollm2-135m",
+            "--prompts",
+            str(bad),
+            "--pushback-model",
+            "none",
+            "--reward",
+            "happy",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "line 2" in err and "nonsensical" in err and "Traceback" not in err
+
+
+def test_missing_model_folder_and_bad_settings_exit_2(tmp_path, capsys):
+    cases = [
+        ["--model", str(tmp_path / "nope"), "--prompts", "data/eval.jsonl"],
+        ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--samples", "3"],
+        ["--model", "a", "--model", "a", "--prompts", "data/eval.jsonl"],
+        ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--reward", "joy"],
+    ]
+    for argv in cases:
+        assert evaluate.main([*argv, "--pushback-model", "none", "--no-kl"]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "Traceback" not in err, err
+
+
+def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
+    base, other = tmp_path / "base", tmp_path / "other"
+    save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, base)
+    save_checkpoint(tiny_model(QWEN3, seed=2), QWEN3, other)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps(
+                {"id": f"q{i}", "category": c, "prompt": f"t{10 + i} t{20 + i}", "source": "x"}
+            )
+            + "\n"
+            for i, c in enumerate(["control", "nonsense", "control", "curiosity"])
+        )
+    )
+    argv = [
+        "--model",
+        str(base),
+        "--model",
+        str(other),
+        "--prompts",
+        str(prompts),
+        "--samples",
+        "2",
+        "--temperature",
+        "1.0",
+        "--max-new-tokens",
+        "6",
+        "--reward",
+        "happy",
+        "--pushback-model",
+        "none",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--report",
+        str(tmp_path / "report"),
+        "--json",
+    ]
+    assert evaluate.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    for ref in (str(base), str(other)):
+        cats = result["results"][ref]
+        assert set(cats) == {"nonsense", "curiosity", "control", "overall"}
+        assert cats["control"]["n_prompts"] == 2 and "reward/happy" in cats["control"]
+    assert "kl_to_base" not in result["results"][str(base)]["overall"]
+    assert result["results"][str(other)]["overall"]["kl_to_base"] > 0
+    assert (tmp_path / "report" / "report.md").read_text().count("### Sample answers") == 3
+    monkeypatch.setattr(evaluate, "generate", lambda *a: pytest.fail("cache missed"))
+    monkeypatch.setattr(evaluate, "per_answer_kl", lambda *a: pytest.fail("cache missed"))
+    assert evaluate.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["results"] == result["results"]
+
+
+def test_kl_to_a_model_with_another_vocabulary_is_refused(tmp_path):
+    from helpers import tiny_tokenizer
+
+    from gwen import Gwen
+
+    a = Gwen(tiny_model(QWEN3), tiny_tokenizer(QWEN3["vocab_size"]))
+    b = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
+    with pytest.raises(ValueError, match="vocabularies"):
+        evaluate.per_answer_kl(a, b, RECORDS[:1], [["t5 t6"]])
