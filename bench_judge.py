@@ -1,15 +1,19 @@
-"""Judge benchmark: how well and how fast a model judges the rubric (data/judge_pairs.jsonl).
+"""Reward benchmark: how well, how fast and how length-robustly each reward ranks answer pairs.
 
-Accuracy: each pair's `better` and `worse` are scored on its criterion and category; a pair
-counts 1 if better scores above worse, 0.5 on a tie or failure, else 0 (overall, per criterion,
-on the worse-is-longer and control subsets, and how often the longer response wins), for
-single-pass scoring and for generate-then-parse. Speed, judged completions/s on GRPO-shaped
-groups: single-pass batched with shared prefixes, generate-then-parse, single-pass one at a time,
-warmed up and timed in alternation (medians). Then the out-of-memory backoff runs under a model
-that raises MLX's malloc error above a micro-batch size. It does not tune the rubric.
+For every `--reward SPEC` (the registry's syntax; default: train.py's default reward) the
+better and worse answer of each pair in `--pairs` (default: the test split of
+data/rm_pairs.jsonl) are scored with the pair's prompt and category. A pair counts 1 if better
+scores above worse, 0.5 on a tie or a failed score, else 0. Reported per reward: overall and per
+category, kind, source and criterion; the length-trap subset (the worse answer is the longer one);
+echo checks (the prompt itself as an answer never scoring above the better answer); items scored
+per second; corr(score, answer length) over all scored answers and how often the longer answer
+wins. A reward that gives every answer the same score fails loudly. `--judge-speed` adds the
+rubric's own peers (single pass vs generate-then-parse vs one at a time) and its OOM backoff.
+`--quick --json` prints one object whose `pairwise_accuracy` is the first reward's figures.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -21,8 +25,11 @@ import backend
 
 import numpy as np
 
+import diversity
+import rewards
 from gwen import Gwen
-from prompts import load_judge_pairs
+from load_weights import LoadError
+from prompts import DataError, load_pairs
 from rubric import Rubric
 
 
@@ -49,16 +56,103 @@ class MemoryCeiling:
         return getattr(self._model, name)
 
 
-def pair_items(pairs):
-    """Flatten pairs into judge_items arguments: better at 2i, worse at 2i + 1."""
-    crit, prompts, comps, cats = [], [], [], []
+def pair_credit(scores: np.ndarray) -> np.ndarray:
+    """(2n,) scores, better at 2i and worse at 2i + 1 -> (n,) credit: 1 better > worse, 0.5 tie
+    or NaN, 0 otherwise."""
+    b, w = scores[0::2], scores[1::2]
+    credit = np.where(b > w, 1.0, np.where(b < w, 0.0, 0.5))
+    return np.where(np.isfinite(b) & np.isfinite(w), credit, 0.5)
+
+
+def _mean_by(credit: np.ndarray, labels: list[str]) -> dict:
+    return {
+        v: float(credit[[x == v for x in labels]].mean())
+        for v in sorted(set(labels))
+        if v is not None
+    }
+
+
+def accuracy_report(pairs: list[dict], scores: np.ndarray) -> dict:
+    """Pairwise accuracy overall and by category, kind, source and criterion; the length-trap
+    subset; length bias (corr(score, words) over every scored answer, longer-wins rate)."""
+    credit = pair_credit(scores)
+    words = np.array([len(diversity.words(p[k])) for p in pairs for k in ("better", "worse")])
+    b_len, w_len = words[0::2], words[1::2]
+    trap = w_len > b_len
+    differ = w_len != b_len
+    b, w = scores[0::2], scores[1::2]
+    longer_wins = np.where(trap, w > b, b > w)[differ]
+    finite = np.isfinite(scores)
+    corr = np.corrcoef(scores[finite], words[finite])[0, 1] if finite.sum() > 2 else np.nan
+    by_cat = _mean_by(credit, [p["category"] for p in pairs])
+    return {
+        "overall": float(credit.mean()),
+        **by_cat,
+        "by_category": by_cat,
+        "by_kind": _mean_by(credit, [p.get("kind") for p in pairs]),
+        "by_source": _mean_by(credit, [p.get("source") for p in pairs]),
+        "by_criterion": _mean_by(credit, [p["criterion"] for p in pairs]),
+        "length_trap": float(credit[trap].mean()) if trap.any() else None,
+        "n_pairs": len(pairs),
+        "n_length_trap": int(trap.sum()),
+        "corr_score_length": float(corr),
+        "longer_preferred": float(longer_wins.mean()) if differ.any() else None,
+        "ties_or_failed": int((credit == 0.5).sum()),
+        "mean_score_better": float(np.nanmean(b)),
+        "mean_score_worse": float(np.nanmean(w)),
+    }
+
+
+def echo_report(pairs: list[dict], score) -> dict:
+    """For each distinct (prompt, category) of the pairs: the prompt repeated as the answer
+    against the pair's better answer. `echo_wins` counts echoes scoring at or above it."""
+    seen = {}
     for p in pairs:
-        for text in (p["better"], p["worse"]):
-            crit.append(p["criterion"])
-            prompts.append(p["prompt"])
-            comps.append(text)
-            cats.append(p["category"])
-    return crit, prompts, comps, cats
+        seen.setdefault((p["prompt"], p["category"]), p["better"])
+    keys = list(seen)
+    prompts = [k[0] for k in keys for _ in range(2)]
+    answers = [x for k in keys for x in (seen[k], k[0])]
+    cats = [k[1] for k in keys for _ in range(2)]
+    s = np.asarray(score(prompts, answers, cats), dtype=np.float64)
+    real, echo = s[0::2], s[1::2]
+    wins = ~(real > echo)
+    return {
+        "n_prompts": len(keys),
+        "echo_wins": int(wins.sum()),
+        "echo_win_rate": float(wins.mean()) if keys else None,
+        "examples": [keys[i][0][:80] for i in np.flatnonzero(wins)[:5]],
+    }
+
+
+def bench_reward(spec: str, ctx: rewards.RewardContext, pairs: list[dict], echo: bool) -> dict:
+    scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
+    return bench_reward_with(scorer, spec, pairs, echo)
+
+
+def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool) -> dict:
+    """Accuracy report, speed and echo checks of one built scorer (rewards.Scorer)."""
+
+    def score(prompts, answers, cats):
+        return scorer(prompts, answers, cats).values
+
+    prompts = [p["prompt"] for p in pairs for _ in range(2)]
+    answers = [p[k] for p in pairs for k in ("better", "worse")]
+    cats = [p["category"] for p in pairs for _ in range(2)]
+    start = time.perf_counter()
+    scores = np.asarray(score(prompts, answers, cats), dtype=np.float64)
+    seconds = time.perf_counter() - start
+    finite = scores[np.isfinite(scores)]
+    if finite.size < 2 or np.ptp(finite) == 0:
+        raise rewards.RewardError(
+            f"reward {spec!r} gave the same score ({finite[:1].tolist()}) to every one of "
+            f"{len(scores)} answers: it cannot rank anything; check the reward"
+        )
+    out = accuracy_report(pairs, scores)
+    out["items_per_s"] = len(answers) / seconds
+    out["seconds"] = seconds
+    if echo:
+        out["echo"] = echo_report(pairs, score)
+    return out
 
 
 def grpo_shaped(pairs, n_items: int, group_size: int):
@@ -78,157 +172,126 @@ def grpo_shaped(pairs, n_items: int, group_size: int):
     return crit, prompts, comps, cats
 
 
-def pair_credit(scores: np.ndarray) -> np.ndarray:
-    """(2n,) scores -> (n,) credit: 1 better > worse, 0.5 tie or NaN, 0 otherwise."""
-    b, w = scores[0::2], scores[1::2]
-    credit = np.where(b > w, 1.0, np.where(b < w, 0.0, 0.5))
-    return np.where(np.isfinite(b) & np.isfinite(w), credit, 0.5)
-
-
-def accuracy_report(pairs, scores: np.ndarray) -> dict:
-    credit = pair_credit(scores)
-    b, w = scores[0::2], scores[1::2]
-    crit = np.array([p["criterion"] for p in pairs])
-    worse_longer = np.array([len(p["worse"]) > len(p["better"]) for p in pairs])
-    control = np.array([p["category"] == "control" for p in pairs])
-    differ = np.array([len(p["worse"]) != len(p["better"]) for p in pairs])
-    longer_wins = np.where(worse_longer, w > b, b > w)[differ]  # longer one strictly above
-    mean = lambda m: float(credit[m].mean()) if m.any() else None  # noqa: E731
-    return {
-        "overall": float(credit.mean()),
-        **{c: mean(crit == c) for c in sorted(set(crit))},
-        "subsets": {
-            "worse_longer": mean(worse_longer),
-            "better_longer": mean(~worse_longer),
-            "control": mean(control),
+def judge_speed(gwen: Gwen, pairs, a) -> dict:
+    """The rubric's implementations on GRPO-shaped items, alternating (medians), and the OOM
+    backoff under a fake memory ceiling."""
+    few = grpo_shaped(pairs, a.speed_items, a.group_size)
+    peers = {
+        "single_pass": Rubric(gwen, batch_size=a.judge_batch_size),
+        "generate_parse": Rubric(gwen, batch_size=a.judge_batch_size, mode="generate"),
+        "one_at_a_time": Rubric(gwen, batch_size=1),
+    }
+    rates, scores = {n: [] for n in peers}, {}
+    for r in peers.values():
+        r.judge_items(*(x[:2] for x in few))  # warm-up
+    for _ in range(a.trials):
+        for name, r in peers.items():
+            start = time.perf_counter()
+            scores[name] = r.judge_items(*few)
+            rates[name].append(len(few[2]) / (time.perf_counter() - start))
+    med = {f"{n}_per_s": float(np.median(v)) for n, v in rates.items()}
+    flaky = MemoryCeiling(gwen.model, 8)
+    r = Rubric(Gwen(flaky, gwen.tokenizer), batch_size=16)
+    oom_scores = r.judge_items(*(x[:16] for x in few))
+    return med | {
+        "speedup_vs_generate_parse": med["single_pass_per_s"] / med["generate_parse_per_s"],
+        "chunked_vs_one_at_a_time_max_diff": float(
+            np.max(np.abs(scores["one_at_a_time"] - scores["single_pass"]))
+        ),
+        "oom_backoff": {
+            "start": 16,
+            "final": r.last_stats["batch_size"],
+            "halvings": r.last_stats["oom_backoffs"],
+            "max_abs_diff": float(np.max(np.abs(oom_scores - scores["single_pass"][:16]))),
         },
-        "n_pairs": {
-            "overall": len(pairs),
-            **{c: int((crit == c).sum()) for c in sorted(set(crit))},
-            "worse_longer": int(worse_longer.sum()),
-            "control": int(control.sum()),
-        },
-        "longer_preferred": float(longer_wins.mean()) if differ.any() else None,
-        "ties_or_failed": int((credit == 0.5).sum()),
-        "mean_score_better": float(np.nanmean(b)),
-        "mean_score_worse": float(np.nanmean(w)),
     }
 
 
-def timed(rubric: Rubric, args) -> tuple[np.ndarray, float]:
-    """Judge all items once; return (scores, judged completions per second)."""
-    start = time.perf_counter()
-    scores = rubric.judge_items(*args)
-    return scores, len(args[2]) / (time.perf_counter() - start)
-
-
-def speed_trials(peers: dict, args, trials: int) -> tuple[dict, dict]:
-    """Median judged/s per peer, and each peer's scores. Peers alternate within each trial, so a
-    change in machine load (other jobs share the cores) hits all of them, not one; each is warmed
-    up first."""
-    rates, scores = {name: [] for name in peers}, {}
-    for rubric in peers.values():
-        rubric.judge_items(*(a[:2] for a in args))
-    for _ in range(trials):
-        for name, rubric in peers.items():
-            scores[name], rate = timed(rubric, args)
-            rates[name].append(rate)
-    return {name: float(np.median(r)) for name, r in rates.items()}, scores
-
-
-def oom_demo(gwen, args, reference: np.ndarray, chunk: int, ceiling: int) -> dict:
-    """Judge with a model that 'runs out of memory' above `ceiling` rows; compare scores."""
-    flaky = MemoryCeiling(gwen.model, ceiling)
-    rubric = Rubric(Gwen(flaky, gwen.tokenizer), batch_size=chunk)
-    scores = rubric.judge_items(*args)
-    return {
-        "start_micro_batch": chunk,
-        "ceiling": ceiling,
-        "final_micro_batch": rubric.last_stats["batch_size"],
-        "halvings": rubric.last_stats["oom_backoffs"],
-        "refused_forwards": flaky.refused,
-        "max_abs_diff_vs_unfailed": float(np.max(np.abs(scores - reference))),
-    }
+def select_pairs(path: str, split: str | None, limit: int | None) -> list[dict]:
+    pairs = load_pairs(path)
+    if split and any("split" in p for p in pairs):
+        pairs = [p for p in pairs if p.get("split") == split]
+    if not pairs:
+        raise DataError(f"{path}: no pairs in split {split!r}")
+    return pairs[:limit]
 
 
 def run(a) -> dict:
+    pairs = select_pairs(a.pairs, a.split, a.limit)
     gwen = Gwen.load(a.model)
-    pairs = load_judge_pairs(a.pairs)[: a.limit]
-    args = pair_items(pairs)
-    batched = Rubric(gwen, batch_size=a.judge_batch_size)
-    scores = batched.judge_items(*args)
-    out = {
-        "model": a.model,
-        "pairs": len(pairs),
-        "judged_completions": len(args[2]),
-        "batch_size": batched.batch_size,
-        "pairwise_accuracy": accuracy_report(pairs, scores),
-        "score_token_mass": batched.last_stats["score_token_mass"],
-    }
-    gen = Rubric(gwen, batch_size=a.judge_batch_size, mode="generate")
-    if not a.quick:
-        gen_scores = gen.judge_items(*args)
-        out["generate_parse_accuracy"] = accuracy_report(pairs, gen_scores)
-        out["generate_parse_failures"] = int(np.sum(~np.isfinite(gen_scores)))
-    few = grpo_shaped(pairs, a.speed_items, a.group_size)
-    peers = {"single_pass": batched}
-    if not a.quick:
-        peers |= {"generate_parse": gen, "one_at_a_time": Rubric(gwen, batch_size=1)}
-    rates, trial_scores = speed_trials(peers, few, a.trials)
-    out |= {"speed_items": len(few[2]), "speed_group_size": a.group_size, "trials": a.trials}
-    out |= {f"{name}_per_s": rate for name, rate in rates.items()}
-    if a.quick:
-        return out
-    out["speedup_vs_generate_parse"] = rates["single_pass"] / rates["generate_parse"]
-    out["speedup_vs_one_at_a_time"] = rates["single_pass"] / rates["one_at_a_time"]
-    diff = np.abs(trial_scores["one_at_a_time"] - trial_scores["single_pass"])
-    out["chunked_vs_one_at_a_time_max_diff"] = float(np.max(diff))
-    few = [x[: a.oom_items] for x in args]
-    out["oom_backoff"] = oom_demo(gwen, few, scores[: a.oom_items], a.oom_items, 8)
+    judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
+    ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
+    out = {"pairs": a.pairs, "split": a.split, "n_pairs": len(pairs), "model": a.model}
+    out["rewards"] = {spec: bench_reward(spec, ctx, pairs, echo=not a.quick) for spec in a.reward}
+    first = out["rewards"][a.reward[0]]
+    out["pairwise_accuracy"] = {"overall": first["overall"], **first["by_category"]}
+    if a.judge_speed:
+        out["judge_speed"] = judge_speed(gwen, pairs, a)
     return out
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description="Judge accuracy on data/judge_pairs.jsonl and speed.")
-    p.add_argument("--model", default="smollm2-135m", help="judge: HF folder, hub id, smollm2-135m")
-    p.add_argument("--pairs", default="data/judge_pairs.jsonl", help="judge-calibration pairs")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N pairs")
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--pairs",
+        default="data/rm_pairs.jsonl",
+        help="pairs file (id, criterion, "
+        "category, prompt, better, worse; optional source, kind, split)",
+    )
+    p.add_argument("--split", default="test", help="use pairs of this split ('' = all)")
+    p.add_argument(
+        "--reward",
+        action="append",
+        default=None,
+        help="reward spec to measure (repeat; default: train.py's default)",
+    )
+    p.add_argument("--model", default="smollm2-135m", help="the judge and the policy tokenizer")
+    p.add_argument("--limit", type=int, default=None, help="first N pairs only")
     p.add_argument("--judge-batch-size", type=int, default=24, help="judge forward batch")
+    p.add_argument("--judge-speed", action="store_true", help="also time the rubric's peers")
     p.add_argument("--speed-items", type=int, default=48, help="items in each speed trial")
     p.add_argument("--group-size", type=int, default=8, help="candidates per prompt when timing")
     p.add_argument("--trials", type=int, default=2, help="speed trials per peer (median)")
-    p.add_argument("--oom-items", type=int, default=16, help="items judged under a fake OOM")
-    p.add_argument("--quick", action="store_true", help="single-pass accuracy and speed only")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--quick", action="store_true", help="accuracy only (no echo checks)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    backend.announce()
-    out = run(a)
+    if a.reward is None:
+        from config import TrainConfig
+
+        a.reward = [TrainConfig.__dataclass_fields__["reward"].default]
+    try:
+        for spec in a.reward:
+            rewards.parse_spec(spec)
+        backend.announce()
+        out = run(a)
+    except (DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out["hardware"] = {
         "cpus": os.cpu_count(),
         "load_average_1min_at_end": os.getloadavg()[0],
         "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
         "backend": backend.backend_name(),
         "blas": backend.BLAS,
         "mlx": version("mlx"),
     }
     if a.json:
-        print(json.dumps(out, indent=2))
-        return
-    acc = out["pairwise_accuracy"]
-    print(f"pairwise accuracy (single pass): {acc['overall']:.3f} over {out['pairs']} pairs")
-    for k, v in acc.items():
-        if k not in ("overall", "subsets", "n_pairs"):
-            print(f"  {k}: {v}")
-    print(f"  subsets: {acc['subsets']}")
-    for k in ("single_pass_per_s", "generate_parse_per_s", "one_at_a_time_per_s"):
-        if k in out:
-            print(f"{k}: {out[k]:.2f} judged completions/s")
-    for k in ("speedup_vs_generate_parse", "speedup_vs_one_at_a_time", "oom_backoff"):
-        if k in out:
-            print(f"{k}: {out[k]}")
-    print(json.dumps(out["hardware"]), file=sys.stderr)
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{out['n_pairs']} pairs ({a.pairs}, split {a.split!r})")
+    for spec, r in out["rewards"].items():
+        print(
+            f"\n{spec}: overall {r['overall']:.3f}, length traps {r['length_trap']}, "
+            f"corr(score, length) {r['corr_score_length']:.3f}, {r['items_per_s']:.1f} items/s"
+        )
+        for group in ("by_category", "by_kind", "by_source", "by_criterion"):
+            print(f"  {group}: " + ", ".join(f"{k} {v:.3f}" for k, v in r[group].items()))
+        if "echo" in r:
+            print(f"  echo wins {r['echo']['echo_wins']} of {r['echo']['n_prompts']} prompts")
+    if "judge_speed" in out:
+        print(json.dumps(out["judge_speed"]))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
