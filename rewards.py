@@ -119,18 +119,29 @@ def _build_happy(ctx):
     return _plain(happy_reward)
 
 
-def _check_rubric(batch_size: int | None = None):
+# The calibrated judge's settings, chosen on the validation pairs (knowledge/rubric.md).
+RUBRIC_CAL = {"calibration": "content_free", "length_beta": 0.0, "echo_threshold": 0.8}
+
+
+def _check_rubric(batch_size: int | None = None, **options):
+    import rubric
+
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
         raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
+    unknown = set(options) - {"calibration", "length_beta", "echo_threshold"}
+    if unknown:
+        raise RewardError(f"unknown rubric options {sorted(unknown)}")
+    if options.get("calibration", "none") not in rubric.CALIBRATIONS:
+        raise RewardError(f"calibration {options['calibration']!r}: use {rubric.CALIBRATIONS}")
 
 
-def _build_rubric(ctx, batch_size: int | None = None):
+def _build_rubric(ctx, batch_size: int | None = None, **options):
     import rubric
 
     if ctx.judge is None:
         raise RewardError("the rubric reward needs a judge model; none was provided")
     judge, judge_context = ctx.judge()
-    judged = rubric.Rubric(judge, batch_size=batch_size or ctx.judge_batch_size)
+    judged = rubric.Rubric(judge, batch_size=batch_size or ctx.judge_batch_size, **options)
 
     def score(prompts, completions, categories):
         before = judged.failures
@@ -210,6 +221,12 @@ def _build_fn(ctx, file: str, function: str, **kwargs):
 
 REWARDS: dict[str, Entry] = {
     "rubric": Entry(_build_rubric, _check_rubric, None, "the model-judged rubric (rubric.py)"),
+    "rubric_cal": Entry(
+        functools.partial(_build_rubric, **RUBRIC_CAL),
+        functools.partial(_check_rubric, **RUBRIC_CAL),
+        None,
+        "the rubric with contextual calibration and an echo floor (knowledge/rubric.md)",
+    ),
     "rm": Entry(_build_rm, _check_rm, "path", "a trained reward model folder (train_rm.py)"),
     "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
@@ -324,7 +341,7 @@ def parse_function_spec(spec: str) -> list[Component]:
 
 
 def needs_judge(components: list[Component]) -> bool:
-    return any(c.name == "rubric" for c in components)
+    return any(c.name in ("rubric", "rubric_cal") for c in components)
 
 
 class Scorer:

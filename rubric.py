@@ -11,6 +11,7 @@ does). See knowledge/rubric.md.
 """
 
 import logging
+import math
 import re
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ import numpy as np
 import chat_format
 import cpu_ops
 import kernels
+from diversity import jaccard
 from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ ANSWER_PREFIX = "Score: "
 JUDGE_SYSTEM = "You are a careful, fair grader. You reply with a single digit."
 DEFAULT_BATCH_SIZE = 24
 MODES = ("expected", "generate")
+CALIBRATIONS = ("none", "content_free")
+CONTENT_FREE = "N/A"  # the content-free answer of contextual calibration
 
 
 _FRAME = """You are grading a response to a question. Judge one thing only: {what}.
@@ -217,6 +221,8 @@ class JudgeItem:
     key: tuple
     prefix: list
     rest: list
+    category: str = ""
+    prompt: str = ""
 
 
 def _text(x) -> str:
@@ -249,6 +255,9 @@ class Rubric:
         parse_max_tokens: int = 4,
         labels=SCORE_LABELS,
         answer_prefix: str = ANSWER_PREFIX,
+        calibration: str = "none",
+        length_beta: float = 0.0,
+        echo_threshold: float | None = None,
     ):
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: use one of {MODES}")
@@ -256,6 +265,17 @@ class Rubric:
             raise ValueError("max_completion_tokens and parse_max_tokens must be >= 1")
         if not (isinstance(batch_size, int) and batch_size >= 1):
             raise ValueError(f"judge batch_size={batch_size!r}: must be an integer >= 1 (e.g. 24)")
+        if calibration not in CALIBRATIONS or (calibration != "none" and mode != "expected"):
+            raise ValueError(
+                f"calibration={calibration!r}: use one of {CALIBRATIONS} (not none only with "
+                "mode='expected')"
+            )
+        if not (math.isfinite(length_beta) and length_beta >= 0):
+            raise ValueError(f"length_beta={length_beta}: must be finite and >= 0")
+        if echo_threshold is not None and not 0 < echo_threshold <= 1:
+            raise ValueError(f"echo_threshold={echo_threshold}: must be in (0, 1] or None")
+        self.calibration, self.length_beta = calibration, length_beta
+        self.echo_threshold = echo_threshold
         self.judge, self.criteria = judge, tuple(criteria)
         self.by_name = {c.name: c for c in self.criteria}
         if len(self.by_name) != len(self.criteria):
@@ -303,7 +323,9 @@ class Rubric:
         """Score completion i on criteria[i] (N,) in [0, 1]; NaN where the judge failed.
 
         Empty or whitespace-only completions score 0 without a judge call (rule: an empty answer
-        shows no virtue, and a judge asked about nothing returns noise)."""
+        shows no virtue, and a judge asked about nothing returns noise); with echo_threshold, so
+        do echoes of the prompt. With calibration and length_beta the scores are calibrated
+        (contextual calibration) and lowered by length_beta * log(1 + words)."""
         n = len(completions)
         if not (len(criteria) == len(prompts) == len(categories) == n):
             raise ValueError(
@@ -318,15 +340,20 @@ class Rubric:
                 raise ValueError(f"category {categories[i]!r} is not one of {CATEGORIES}")
             if criteria[i] not in self.by_name:
                 raise ValueError(f"criterion {criteria[i]!r} is not one of {list(self.by_name)}")
-            if not completions[i].strip():
+            if not completions[i].strip() or self._is_echo(prompts[i], completions[i]):
                 continue
             key = (criteria[i], categories[i], prompts[i]) if self.share_prefix else (i,)
             prefix, rest = self.render(criteria[i], prompts[i], categories[i], completions[i])
-            items.append(JudgeItem(i, criteria[i], key, prefix, rest))
+            items.append(JudgeItem(i, criteria[i], key, prefix, rest, categories[i], prompts[i]))
         # Items with one key sit together (stable, first-appearance order) so they share a prefix.
         first = {}
         items.sort(key=lambda it: first.setdefault(it.key, len(first)))
-        scores, mass, size, backoffs = self._run(items)
+        scores, mass, logits, size, backoffs = self._run(items)
+        if self.calibration == "content_free" and items:
+            scores = self._content_free_calibrated(items, logits)
+        if self.length_beta and items:
+            words = np.array([len(completions[it.index].split()) for it in items])
+            scores = scores - self.length_beta * np.log1p(words)
         for it, s in zip(items, scores, strict=True):
             out[it.index] = s
             if not np.isfinite(s):
@@ -334,7 +361,8 @@ class Rubric:
                 self.failures_by_criterion[it.criterion] += 1
         self.last_stats = {
             "judged": len(items),
-            "empty": n - len(items),
+            "empty": sum(not c.strip() for c in completions),
+            "echo_floored": n - len(items) - sum(not c.strip() for c in completions),
             "failed": int(np.sum(~np.isfinite(scores))) if items else 0,
             "score_token_mass": float(np.mean(mass)) if len(mass) else float("nan"),
             "batch_size": size,
@@ -384,13 +412,14 @@ class Rubric:
     def _run(self, items):
         """Judge items in micro-batches; on out-of-memory halve the micro-batch and retry.
 
-        Returns (scores (N,), score-token mass (M,), final micro-batch, number of halvings)."""
-        scores, mass = [], []
+        Returns (scores (N,), score-token mass (M,), score-token logits (M, K), final
+        micro-batch, number of halvings); mass and logits are empty in generate mode."""
+        scores, mass, logits = [], [], []
         size, backoffs, i = self.batch_size, 0, 0
         while i < len(items):
             chunk = items[i : i + size]
             try:
-                s, m = self._forward(chunk)
+                s, m, z = self._forward(chunk)
             except (RuntimeError, ValueError, MemoryError) as exc:
                 if not is_oom(exc):
                     raise
@@ -408,9 +437,11 @@ class Rubric:
             scores.append(s)
             if m is not None:
                 mass.append(m)
+            if z is not None:
+                logits.append(z)
             i += len(chunk)
         cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
-        return cat(scores), cat(mass), size, backoffs
+        return cat(scores), cat(mass), cat(logits), size, backoffs
 
     def _prefill_shared(self, items):
         """Prefill each distinct prefix of the micro-batch once; return a cache with one row per
@@ -447,10 +478,34 @@ class Rubric:
         mx.eval(z, lse)
         z, lse = np.array(z, dtype=np.float64), np.array(lse, dtype=np.float64)
         scores, _ = expected_scores(z)
-        return scores, np.exp(z - lse[:, None]).sum(axis=1)
+        return scores, np.exp(z - lse[:, None]).sum(axis=1), z
 
     def _forward_generate(self, items):
         """Greedy-generate a few tokens after each item's full judge input and parse a score."""
         tokens, pad = self.judge.left_pad([it.prefix + it.rest for it in items])
         sample = self.judge.sample_tokens(tokens, pad, 1, self.parse_max_tokens, temperature=0.0)
-        return np.array([parse_score(t, self.labels) for t in sample.texts]), None
+        return np.array([parse_score(t, self.labels) for t in sample.texts]), None, None
+
+    # -- calibration -----------------------------------------------------------------------
+
+    def _is_echo(self, prompt: str, completion: str) -> bool:
+        """With echo_threshold: an answer whose word set overlaps the prompt's by at least that
+        Jaccard similarity is an echo and scores 0, like an empty answer."""
+        return (
+            self.echo_threshold is not None and jaccard(prompt, completion) >= self.echo_threshold
+        )
+
+    def _content_free_calibrated(self, items, logits: np.ndarray) -> np.ndarray:
+        """Contextual calibration (Zhao et al. 2021): divide each item's score-token
+        distribution by the one the judge gives a content-free answer ("N/A") to the same
+        (criterion, category, prompt), renormalize, take the expected score. In logits:
+        expected_scores(z - z_cf). One extra judge pass per distinct key."""
+        keys = list(dict.fromkeys((it.criterion, it.category, it.prompt) for it in items))
+        cf = []
+        for crit, cat, prompt in keys:
+            prefix, rest = self.render(crit, prompt, cat, CONTENT_FREE)
+            cf.append(JudgeItem(len(cf), crit, (crit, cat, prompt), prefix, rest, cat, prompt))
+        _, _, z_cf, _, _ = self._run(cf)
+        row = {k: z_cf[i] for i, k in enumerate(keys)}
+        base = np.stack([row[(it.criterion, it.category, it.prompt)] for it in items])
+        return expected_scores(logits - base)[0]

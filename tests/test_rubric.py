@@ -252,7 +252,7 @@ def test_generate_mode_runs_on_a_real_tiny_model(tiny_gwen):
 
 def test_nan_scores_are_counted_and_make_the_reward_nan(tiny_gwen, monkeypatch):
     r = make_rubric(tiny_gwen)
-    monkeypatch.setattr(r, "_forward", lambda items: (np.full(len(items), np.nan), None))
+    monkeypatch.setattr(r, "_forward", lambda items: (np.full(len(items), np.nan), None, None))
     rows = r.score_detailed_batched(["t20"] * 2, ["t30", "t31"], ["control", "curiosity"])
     assert all(math.isnan(row["reward"]) for row in rows)
     assert r.failures == 3 and r.failures_by_criterion == {"a": 2, "b": 1}
@@ -348,3 +348,51 @@ def test_embedded_judge_prefers_a_real_answer_to_an_echo_of_the_prompt(smollm):
     )
     real, echo = [r["reward"] for r in rows[:4]], [r["reward"] for r in rows[4:]]
     assert all(r > e for r, e in zip(real, echo, strict=True)), (real, echo)
+
+
+def test_content_free_calibration_by_hand(tiny_gwen, monkeypatch):
+    """Calibrated score = expected score of softmax(z - z_cf), z_cf the score-token logits the
+    judge gives the content-free answer to the same (criterion, category, prompt)."""
+    r = make_rubric(tiny_gwen, calibration="content_free")
+    z_by_answer = {
+        "t30": [2.0, 1.0, 0.0, 0.0, 0.0],
+        "t31": [0.0, 0.0, 0.0, 1.0, 2.0],
+        rubric.CONTENT_FREE: [2.0, 1.0, 0.0, 0.0, 0.0],
+    }
+    seen = []
+
+    def fake_forward(items):
+        z = []
+        for it in items:
+            answer = r.judge.tokenizer.decode(it.rest).split()[0] if it.rest else ""
+            key = rubric.CONTENT_FREE if answer not in ("t30", "t31") else answer
+            seen.append(key)
+            z.append(z_by_answer[key])
+        z = np.array(z)
+        return expected_scores(z)[0], np.ones(len(items)), z
+
+    monkeypatch.setattr(r, "_forward", fake_forward)
+    got = r.judge_items(["a", "a"], ["t20", "t20"], ["t30", "t31"], ["control", "control"])
+    # t30 equals the content-free logits: z - z_cf = 0 -> uniform -> (3 - 1) / 4 = 0.5
+    # t31: z - z_cf = [-2, -1, 0, 1, 2] -> expected score of that softmax
+    q = np.exp([-2.0, -1.0, 0.0, 1.0, 2.0])
+    want = ((q / q.sum()) @ np.arange(1, 6) - 1) / 4
+    assert got.tolist() == pytest.approx([0.5, want])
+    assert seen.count(rubric.CONTENT_FREE) == 1, "one content-free pass per distinct key"
+
+
+def test_length_control_and_echo_floor(tiny_gwen, monkeypatch):
+    r = make_rubric(tiny_gwen, length_beta=0.1, echo_threshold=0.8)
+    monkeypatch.setattr(
+        r, "_forward", lambda items: (np.full(len(items), 0.6), np.ones(len(items)), None)
+    )
+    got = r.judge_items(
+        ["a"] * 3, ["t20 t21"] * 3, ["t30", "t30 t31 t32", "t21 t20"], ["control"] * 3
+    )
+    # 0.6 - 0.1 * log(1 + words); the echo (same word set as the prompt) scores 0 unjudged
+    assert got.tolist() == pytest.approx([0.6 - 0.1 * np.log(2), 0.6 - 0.1 * np.log(4), 0.0])
+    assert r.last_stats["echo_floored"] == 1 and r.last_stats["judged"] == 2
+    with pytest.raises(ValueError, match="calibration"):
+        make_rubric(tiny_gwen, calibration="platt")
+    with pytest.raises(ValueError, match="length_beta"):
+        make_rubric(tiny_gwen, length_beta=-1.0)
