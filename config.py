@@ -75,6 +75,7 @@ class TrainConfig:
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
     out_dir: str = _f("runs", "parent folder of run directories")
     run_name: str | None = _f(None, "run directory name (default: built from hyperparameters)")
+    tensorboard: bool = _f(True, "TensorBoard events in RUN_DIR/tb (tensorboard --logdir runs)")
 
     def __post_init__(self):
         def need(ok, msg):

@@ -6,7 +6,8 @@ model-judged rubric by default), turns rewards into group-relative advantages (g
 updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
 (reference.py). Every random draw is keyed by (seed, step), so a run resumed from a checkpoint
 repeats the uninterrupted run exactly. Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite,
-checkpoints and (with --plot) PNG curves (runlog.py). It is the loop and its CLI, nothing else.
+checkpoints and (with --plot) PNG curves (runlog.py), and TensorBoard events in RUN_DIR/tb/
+(tblog.py). It is the loop and its CLI, nothing else.
 """
 
 import dataclasses
@@ -32,6 +33,7 @@ import grpo
 import lora
 import rewards
 import runlog
+import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from gwen import GroupSample, Gwen, sequence_logprobs
 from kernels import masked_mean
@@ -75,6 +77,7 @@ class Run:
     controller: grpo.AdaptiveKLController
     metrics: runlog.MetricsLog
     db: runlog.RolloutDB
+    tb: tblog.TBLog | None  # None: --no-tensorboard
     counters: dict = field(
         default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
     )
@@ -128,6 +131,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         controller=grpo.AdaptiveKLController(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon),
         metrics=runlog.MetricsLog(run_dir / "metrics.jsonl"),
         db=runlog.RolloutDB(run_dir / "rollouts.sqlite"),
+        tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard else None,
     )
 
 
@@ -266,6 +270,8 @@ def resume_into(run: Run) -> int:
     run.counters.update(state["counters"])
     run.metrics.truncate_after(state["step"])
     run.db.truncate_after(state["step"])
+    if run.tb:
+        run.tb.truncate_after(state["step"])
     tqdm.write(f"resumed {run.run_dir} at step {state['step']} from {ckpt.name}")
     return state["step"]
 
@@ -289,8 +295,11 @@ def train_step(r: Run, step: int) -> dict:
             limit=cfg.eval_limit,
             max_new_tokens=cfg.max_new_tokens,
         )
+    rows = runlog.rollout_rows(step, b)
     r.metrics.append(step, m)
-    r.db.add(runlog.rollout_rows(step, b))
+    r.db.add(rows)
+    if r.tb:
+        r.tb.add(step, m, rows)
     return m
 
 
@@ -328,6 +337,8 @@ def run(
                 break
     bar.close()
     r.db.close()
+    if r.tb:
+        r.tb.close()
     tqdm.write(f"done at step {last_saved}; checkpoint in {run_dir / 'checkpoints'}")
     return run_dir
 

@@ -10,8 +10,9 @@ split); trains on the `train` split only, measures pairwise accuracy and loss on
 -log sigmoid(r_better - r_worse - margin) with AdamW (linear warm-up, cosine decay). Batches
 group pairs of similar length (less padding), in a seeded order. The best validation step's
 weights are saved atomically to --out (reward_model.load reads them back), with the base model,
-the data file's hash, the metrics and train_log.jsonl (every step). Resumable state lives in
---work (default runs/rm/<out name>; --resume continues it exactly). Not a GRPO trainer.
+the data file's hash, the metrics and train_log.jsonl (every step). Resumable state, the log and
+TensorBoard events (tb/, unless --no-tensorboard) live in --work (default runs/rm/<out name>;
+--resume continues it exactly). Not a GRPO trainer.
 
   uv run python train_rm.py --model smollm2-135m --pairs data/rm_pairs.jsonl --steps 300
 """
@@ -40,6 +41,7 @@ from tqdm import tqdm
 import checkpoint
 import reward_model
 import runlog
+import tblog
 from load_weights import LoadError
 from prompts import DataError, load_labels, load_pairs
 
@@ -73,6 +75,7 @@ class RMTrainConfig:
     eval_every: int = _f(25, "validation accuracy every N steps (and at the end)")
     seed: int = _f(0, "seed for data order and LoRA init")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    tensorboard: bool = _f(True, "TensorBoard events in WORK/tb (tensorboard --logdir runs)")
 
     def __post_init__(self):
         for name in ("steps", "batch_pairs", "eval_every"):
@@ -328,9 +331,12 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     t = Trainer(cfg)
     log = runlog.MetricsLog(work / "train_log.jsonl")
+    tb = tblog.TBLog(work / "tb", prefix="rm") if cfg.tensorboard else None
     if resume and (work / "state").exists():
         t.load_state(work / "state")
         log.truncate_after(t.step)
+        if tb:
+            tb.truncate_after(t.step)
         tqdm.write(f"resumed {work} at step {t.step}")
     (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     counts = t.counts
@@ -348,14 +354,20 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
                 t.save_state(work / "state")
             m["elapsed_s"] = time.perf_counter() - start
             log.append(t.step, m)
+            if tb:
+                tb.add(t.step, m)
             bar.update(1)
             val = {"val": f"{m['val_accuracy']:.3f}"} if "val_accuracy" in m else {}
             bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
             if stop.raised:
                 bar.close()
+                if tb:
+                    tb.close()
                 tqdm.write(f"stopped at step {t.step}; continue with --resume (state in {work})")
                 return work
     bar.close()
+    if tb:
+        tb.close()
     if t.best_weights is not None:
         t.rm.load_weights(list(t.best_weights.items()), strict=False)
     extra = {

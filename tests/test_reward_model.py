@@ -13,8 +13,10 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import reward_model
+import tblog
 import train_rm
 
 
@@ -147,6 +149,22 @@ def test_interrupted_run_resumes_exactly(base, tmp_path, monkeypatch):
         [{k: v for k, v in json.loads(x).items() if k != "elapsed_s"} for x in log] for log in logs
     ]
     assert strip[0] == strip[1], "the logs of both runs agree step by step"
+    for w, log in zip(("wa", "wb"), strip, strict=True):  # TensorBoard holds the same, once
+        acc = EventAccumulator(str(tmp_path / w / "tb"), size_guidance={"scalars": 0})
+        acc.Reload()
+        got = {
+            (tag, e.step): e.value
+            for tag in acc.Tags()["scalars"]
+            if tag != "rm/elapsed_s"
+            for e in acc.Scalars(tag)
+        }
+        want = {
+            (tblog.scalar_tag(k, "rm"), r["step"]): float(np.float32(v))
+            for r in log
+            for k, v in r.items()
+            if k != "step"
+        }
+        assert got == want
 
 
 def test_load_errors_name_the_problem(base, tmp_path):
