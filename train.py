@@ -314,6 +314,11 @@ def run(
     """Train per `cfg`; with `resume`, continue the run in `run_dir` from its newest checkpoint."""
     backend.announce()
     run_dir = Path(run_dir or Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name()))
+    if not resume and (run_dir / "metrics.jsonl").exists():
+        raise FileExistsError(
+            f"{run_dir} already holds a run: continue it with --resume {run_dir}, or choose "
+            "another --run-name"
+        )
     r = build(cfg, run_dir, policy, reward_fn)
     start = resume_into(r) if resume else 0
     (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
@@ -354,7 +359,14 @@ def main(argv=None) -> int:
             return 0
         cfg = resolve_config(args)
         run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
-    except (ConfigError, DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
+    except (
+        ConfigError,
+        DataError,
+        LoadError,
+        FileNotFoundError,
+        FileExistsError,
+        rewards.RewardError,
+    ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

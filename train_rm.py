@@ -328,6 +328,8 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     backend.announce()
     out = Path(cfg.out)
     work = Path(cfg.work or Path("runs") / "rm" / out.name)
+    if not resume and work.exists():  # scratch of an earlier run: a fresh start clears it
+        shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     t = Trainer(cfg)
     log = runlog.MetricsLog(work / "train_log.jsonl")

@@ -282,7 +282,10 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         ["--reward", "joy"],
         ["--config", str(tmp_path / "missing.json")],
         ["--resume", str(tmp_path / "no_run")],
+        ["--out-dir", str(tmp_path), "--run-name", "taken"],
     ]
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "metrics.jsonl").write_text("")
     for argv in cases:
         assert train.main(argv) == 2, argv
         err = capsys.readouterr().err
