@@ -1,10 +1,13 @@
 """Load and validate the project's JSONL prompt sets and judge-calibration pairs.
 
-`load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` (one `{"id", "category", "prompt",
-"source"}` object per line); `load_judge_pairs` reads `data/judge_pairs.jsonl`. Both check the
-whole file first and raise `DataError` naming the file, the 1-based line and the fix, so a bad
-file fails before training starts rather than mid-run. This module does not make, sample, split or
-format prompts (see `data/make_data.py` and knowledge/data.md); it imports no model code.
+`load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` / `data/eval_external.jsonl` (one
+`{"id", "category", "prompt", "source"}` object per line); `load_judge_pairs` reads
+`data/judge_pairs.jsonl`; `load_pairs` reads the same pair schema with the optional `source`,
+`kind` and `split` of `data/rm_pairs.jsonl`; `load_pushback_labels` reads
+`data/pushback_labels.jsonl`. Each checks the whole file first and raises `DataError` naming the
+file, the 1-based line and the fix, so a bad file fails before training starts rather than mid-run.
+This module does not make, sample, split or format prompts (see `data/make_data.py`,
+`data/make_rm_data.py` and knowledge/data.md); it imports no model code.
 """
 
 import json
@@ -15,6 +18,36 @@ CRITERIA = ("curiosity", "nonsense", "scrutiny")
 
 PROMPT_FIELDS = ("id", "category", "prompt", "source")
 JUDGE_PAIR_FIELDS = ("id", "criterion", "category", "prompt", "better", "worse")
+PAIR_OPTIONAL_FIELDS = ("source", "kind", "split")
+SPLITS = ("train", "val", "test")
+# What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
+PAIR_KINDS = (
+    "misconception",  # worse states or accepts a false claim; better is correct / corrects it
+    "fabrication",  # worse invents specific numbers, names, dates or sources
+    "length_trap",  # worse is the LONGER response: padded, rambling, repetitive
+    "echo",  # worse restates or paraphrases the prompt instead of answering
+    "hedge_on_nonsense",  # worse half-recognizes a nonsense prompt but still answers it
+    "flag_nonsense",  # worse answers a nonsense prompt as if it made sense
+    "true_premise_pushback",  # worse disputes a true premise or calls a sound prompt nonsense
+    "needless_refusal",  # worse declines, pleads inability or asks for clarification needlessly
+    "curiosity_substance",  # worse is as long and as enthusiastic but has no reasons or links
+)
+PUSHBACK_FIELDS = ("id", "prompt", "category", "answer", "kind", "split")
+# Answer kinds of data/pushback_labels.jsonl and whether each counts as pushback (the answer
+# disputes, rejects or flags the prompt, or declines it).
+PUSHBACK_KINDS = {
+    "direct_correction": True,  # says a false premise is false (may then answer what it can)
+    "flags_nonsense": True,  # says the prompt is incoherent, invented or unanswerable
+    "needless_pushback": True,  # disputes a true premise or calls a sound prompt nonsense
+    "refusal": True,  # declines to answer
+    "clarifying_question": True,  # asks what is meant instead of answering
+    "plain_answer": False,  # answers a sound prompt without questioning it
+    "answers_false_premise": False,  # answers as if a false premise were true
+    "answers_nonsense": False,  # answers a nonsense prompt as if it made sense
+    "hedge_partial": False,  # voices vague doubt but still answers as if the prompt held
+    "decoy_words": False,  # uses "myth", "actually", "not quite" ... yet accepts the premise
+    "echo": False,  # restates the prompt
+}
 
 _MAX_REPORTED = 20
 
@@ -28,12 +61,18 @@ class DataError(ValueError):
         self.line = line
 
 
-def _check_record(record, fields, allowed):
-    """Problems with one parsed line, as a list of strings (empty if fine)."""
+def _check_record(record, fields, allowed, optional=(), flags=()):
+    """Problems with one parsed line, as a list of strings (empty if fine). `fields` are required
+    strings, `optional` strings that may be absent, `flags` required booleans."""
     if not isinstance(record, dict):
         return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
     problems = []
-    for name in fields:
+    for name in flags:
+        if name not in record:
+            problems.append(f"missing field {name!r}; write {name!r}: true or false")
+        elif not isinstance(record[name], bool):
+            problems.append(f"field {name!r} must be true or false, got {record[name]!r}")
+    for name in (*fields, *(o for o in optional if o in record)):
         if name not in record:
             problems.append(f"missing field {name!r}; every line needs {', '.join(fields)}")
         elif not isinstance(record[name], str):
@@ -42,10 +81,11 @@ def _check_record(record, fields, allowed):
             )
         elif not record[name].strip():
             problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
-    extra = sorted(set(record) - set(fields))
+    known = (*fields, *optional, *flags)
+    extra = sorted(set(record) - set(known))
     if extra:
         problems.append(
-            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(fields)}"
+            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(known)}"
         )
     for name, values in allowed.items():
         value = record.get(name)
@@ -54,10 +94,11 @@ def _check_record(record, fields, allowed):
     return problems
 
 
-def _load_jsonl(path, fields, allowed, unique_text, check=None):
+def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), flags=()):
     """Parse and validate a JSONL file; return its records or raise one DataError listing all
     problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
-    returns extra problems for a record that passed the field checks."""
+    returns extra problems for a record that passed the field checks; `optional` and `flags` are
+    passed to `_check_record`."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataError(
@@ -84,7 +125,7 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None):
         except json.JSONDecodeError as e:
             errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
             continue
-        problems = _check_record(record, fields, allowed)
+        problems = _check_record(record, fields, allowed, optional, flags)
         if not problems and check is not None:
             problems = check(record)
         if not problems:
@@ -133,3 +174,39 @@ def load_judge_pairs(path) -> list[dict]:
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES}
     return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
+
+
+def load_pairs(path) -> list[dict]:
+    """Preference pairs with optional provenance: the judge-pair fields (all required) plus
+    optional `source` (text), `kind` (in PAIR_KINDS) and `split` (in SPLITS). Reads both
+    `data/judge_pairs.jsonl` and `data/rm_pairs.jsonl`. Raises DataError."""
+
+    def check(record):
+        if record["better"].strip() == record["worse"].strip():
+            return ["'better' and 'worse' are identical; a pair needs two different responses"]
+        return []
+
+    allowed = {"criterion": CRITERIA, "category": CATEGORIES, "kind": PAIR_KINDS, "split": SPLITS}
+    return _load_jsonl(
+        path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
+    )
+
+
+def load_pushback_labels(path) -> list[dict]:
+    """Answers labelled for pushback: each line `{"id", "prompt", "category", "answer", "pushback",
+    "kind", "split"}`, `pushback` a boolean that must agree with PUSHBACK_KINDS[kind], split in
+    SPLITS. Raises DataError."""
+
+    def check(record):
+        expected = PUSHBACK_KINDS[record["kind"]]
+        if record["pushback"] != expected:
+            return [
+                f"pushback is {str(record['pushback']).lower()} but kind {record['kind']!r} means "
+                f"{str(expected).lower()}; fix the label or the kind"
+            ]
+        return []
+
+    allowed = {"category": CATEGORIES, "kind": tuple(PUSHBACK_KINDS), "split": SPLITS}
+    return _load_jsonl(
+        path, PUSHBACK_FIELDS, allowed, unique_text=(), check=check, flags=("pushback",)
+    )
