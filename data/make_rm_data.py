@@ -142,8 +142,9 @@ class _LineLoader(yaml.SafeLoader):
         return mapping
 
 
-def read_yaml(name: str) -> tuple[str, dict]:
-    path = os.path.join(SOURCES, name)
+def read_yaml(name: str, root: str = SOURCES) -> tuple[str, dict]:
+    """(path, mapping) of root/name, each mapping carrying its line as '__line__'."""
+    path = os.path.join(root, name)
     if not os.path.isfile(path):
         fail(path, "file", "not found; restore it from git")
     with open(path, encoding="utf-8") as f:
