@@ -33,7 +33,7 @@ import kernels
 import rewards
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError
-from prompts import CATEGORIES, DataError, load_labels, load_prompts
+from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
 from rewards import criterion_means
 
 PUSHBACK_MARKERS = (
@@ -257,7 +257,7 @@ class PushbackClassifier:
         key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
         acc = cache.get(key)
         if acc is None:
-            test = [r for r in load_labels(labels) if r.get("split") == "test"]
+            test = [r for r in load_pushback_labels(labels) if r.get("split") == "test"]
             if not test:
                 raise DataError(f"{labels}: no record has split 'test'; cannot measure accuracy")
             probs = self.probabilities(

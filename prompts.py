@@ -1,11 +1,14 @@
-"""Load and validate the project's JSONL prompt sets and judge-calibration pairs.
+"""Load and validate the project's JSONL data sets, and serve training prompts in order.
 
-`load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` (one `{"id", "category", "prompt",
-"source"}` object per line); `load_judge_pairs` reads `data/judge_pairs.jsonl`. Both check the
-whole file first and raise `DataError` naming the file, the 1-based line and the fix, so a bad
-file fails before training starts rather than mid-run. `PromptStream` serves training prompts in
-a seeded order per epoch with a resumable cursor. This module does not make, split or format
-prompts (see `data/make_data.py` and knowledge/data.md); it imports no model code.
+`load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` / `data/eval_external.jsonl` (one
+`{"id", "category", "prompt", "source"}` object per line); `load_judge_pairs` reads
+`data/judge_pairs.jsonl`; `load_pairs` reads the same pair schema with the optional `source`,
+`kind` and `split` of `data/rm_pairs.jsonl`; `load_pushback_labels` reads
+`data/pushback_labels.jsonl`. Each checks the whole file first and raises `DataError` naming the
+file, the 1-based line and the fix, so a bad file fails before training starts. `PromptStream`
+serves training prompts in a seeded order per epoch with a resumable cursor. This module does
+not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
+imports no model code.
 """
 
 import json
@@ -28,6 +31,36 @@ CATEGORY_NOTES = {
 
 PROMPT_FIELDS = ("id", "category", "prompt", "source")
 JUDGE_PAIR_FIELDS = ("id", "criterion", "category", "prompt", "better", "worse")
+PAIR_OPTIONAL_FIELDS = ("source", "kind", "split")
+SPLITS = ("train", "val", "test")
+# What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
+PAIR_KINDS = (
+    "misconception",  # worse states or accepts a false claim; better is correct / corrects it
+    "fabrication",  # worse invents specific numbers, names, dates or sources
+    "length_trap",  # worse is the LONGER response: padded, rambling, repetitive
+    "echo",  # worse restates or paraphrases the prompt instead of answering
+    "hedge_on_nonsense",  # worse half-recognizes a nonsense prompt but still answers it
+    "flag_nonsense",  # worse answers a nonsense prompt as if it made sense
+    "true_premise_pushback",  # worse disputes a true premise or calls a sound prompt nonsense
+    "needless_refusal",  # worse declines, pleads inability or asks for clarification needlessly
+    "curiosity_substance",  # worse is as long and as enthusiastic but has no reasons or links
+)
+PUSHBACK_FIELDS = ("id", "prompt", "category", "answer", "kind", "split")
+# Answer kinds of data/pushback_labels.jsonl and whether each counts as pushback (the answer
+# disputes, rejects or flags the prompt, or declines it).
+PUSHBACK_KINDS = {
+    "direct_correction": True,  # says a false premise is false (may then answer what it can)
+    "flags_nonsense": True,  # says the prompt is incoherent, invented or unanswerable
+    "needless_pushback": True,  # disputes a true premise or calls a sound prompt nonsense
+    "refusal": True,  # declines to answer
+    "clarifying_question": True,  # asks what is meant instead of answering
+    "plain_answer": False,  # answers a sound prompt without questioning it
+    "answers_false_premise": False,  # answers as if a false premise were true
+    "answers_nonsense": False,  # answers a nonsense prompt as if it made sense
+    "hedge_partial": False,  # voices vague doubt but still answers as if the prompt held
+    "decoy_words": False,  # uses "myth", "actually", "not quite" ... yet accepts the premise
+    "echo": False,  # restates the prompt
+}
 
 _MAX_REPORTED = 20
 
@@ -42,12 +75,17 @@ class DataError(ValueError):
 
 
 def _check_record(record, fields, allowed, optional=(), flags=()):
-    """Problems with one parsed line, as a list of strings (empty if fine). `optional` fields
-    may be absent; present, they are checked like the required ones."""
+    """Problems with one parsed line, as a list of strings (empty if fine). `fields` are required
+    strings, `optional` strings that may be absent, `flags` required booleans."""
     if not isinstance(record, dict):
         return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
     problems = []
-    for name in fields:
+    for name in flags:
+        if name not in record:
+            problems.append(f"missing field {name!r}; write {name!r}: true or false")
+        elif not isinstance(record[name], bool):
+            problems.append(f"field {name!r} must be true or false, got {record[name]!r}")
+    for name in (*fields, *(o for o in optional if o in record)):
         if name not in record:
             problems.append(f"missing field {name!r}; every line needs {', '.join(fields)}")
         elif not isinstance(record[name], str):
@@ -56,17 +94,11 @@ def _check_record(record, fields, allowed, optional=(), flags=()):
             )
         elif not record[name].strip():
             problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
-    for name in optional:
-        if name in record and not (isinstance(record[name], str) and record[name].strip()):
-            problems.append(f"optional field {name!r} must be a non-empty string when present")
-    for name in flags:
-        if not isinstance(record.get(name), bool):
-            problems.append(f"field {name!r} must be true or false, got {record.get(name)!r}")
-    extra = sorted(set(record) - set(fields) - set(optional) - set(flags))
+    known = (*fields, *optional, *flags)
+    extra = sorted(set(record) - set(known))
     if extra:
         problems.append(
-            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: "
-            f"{', '.join((*fields, *optional, *flags))}"
+            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(known)}"
         )
     for name, values in allowed.items():
         value = record.get(name)
@@ -78,7 +110,8 @@ def _check_record(record, fields, allowed, optional=(), flags=()):
 def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), flags=()):
     """Parse and validate a JSONL file; return its records or raise one DataError listing all
     problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
-    returns extra problems for a record that passed the field checks."""
+    returns extra problems for a record that passed the field checks; `optional` and `flags` are
+    passed to `_check_record`."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataError(
@@ -143,37 +176,6 @@ def load_prompts(path) -> list[dict]:
     return _load_jsonl(path, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",))
 
 
-SPLITS = ("train", "val", "test")
-PAIR_OPTIONAL_FIELDS = ("source", "kind", "split")
-
-
-def load_pairs(path) -> list[dict]:
-    """Preference pairs: the judge-pair fields plus optional `source`, `kind` and `split`
-    (train | val | test). Raises DataError naming the file, the line and the fix."""
-
-    def check(record):
-        if record["better"].strip() == record["worse"].strip():
-            return ["'better' and 'worse' are identical; a pair needs two different responses"]
-        return []
-
-    allowed = {"criterion": CRITERIA, "category": CATEGORIES, "split": SPLITS}
-    return _load_jsonl(
-        path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
-    )
-
-
-LABEL_FIELDS = ("id", "prompt", "category", "answer")
-
-
-def load_labels(path, field: str = "pushback") -> list[dict]:
-    """Labelled answers: `{"id", "prompt", "category", "answer", field: true|false}` plus
-    optional `source`, `kind`, `split`. Raises DataError naming the file, line and fix."""
-    allowed = {"category": CATEGORIES, "split": SPLITS}
-    return _load_jsonl(
-        path, LABEL_FIELDS, allowed, unique_text=(), optional=PAIR_OPTIONAL_FIELDS, flags=(field,)
-    )
-
-
 def load_judge_pairs(path) -> list[dict]:
     """Judge-calibration pairs: each line `{"id", "criterion", "category", "prompt", "better",
     "worse"}`, criterion in CRITERIA, category in CATEGORIES, better != worse. Raises DataError."""
@@ -185,6 +187,42 @@ def load_judge_pairs(path) -> list[dict]:
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES}
     return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
+
+
+def load_pairs(path) -> list[dict]:
+    """Preference pairs with optional provenance: the judge-pair fields (all required) plus
+    optional `source` (text), `kind` (in PAIR_KINDS) and `split` (in SPLITS). Reads both
+    `data/judge_pairs.jsonl` and `data/rm_pairs.jsonl`. Raises DataError."""
+
+    def check(record):
+        if record["better"].strip() == record["worse"].strip():
+            return ["'better' and 'worse' are identical; a pair needs two different responses"]
+        return []
+
+    allowed = {"criterion": CRITERIA, "category": CATEGORIES, "kind": PAIR_KINDS, "split": SPLITS}
+    return _load_jsonl(
+        path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
+    )
+
+
+def load_pushback_labels(path) -> list[dict]:
+    """Answers labelled for pushback: each line `{"id", "prompt", "category", "answer", "pushback",
+    "kind", "split"}`, `pushback` a boolean that must agree with PUSHBACK_KINDS[kind], split in
+    SPLITS. Raises DataError."""
+
+    def check(record):
+        expected = PUSHBACK_KINDS[record["kind"]]
+        if record["pushback"] != expected:
+            return [
+                f"pushback is {str(record['pushback']).lower()} but kind {record['kind']!r} means "
+                f"{str(expected).lower()}; fix the label or the kind"
+            ]
+        return []
+
+    allowed = {"category": CATEGORIES, "kind": tuple(PUSHBACK_KINDS), "split": SPLITS}
+    return _load_jsonl(
+        path, PUSHBACK_FIELDS, allowed, unique_text=(), check=check, flags=("pushback",)
+    )
 
 
 class PromptStream:

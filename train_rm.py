@@ -43,7 +43,7 @@ import reward_model
 import runlog
 import tblog
 from load_weights import LoadError
-from prompts import DataError, load_labels, load_pairs
+from prompts import DataError, load_pairs, load_pushback_labels
 
 
 def _f(default, help_text):
@@ -54,8 +54,9 @@ def _f(default, help_text):
 class RMTrainConfig:
     model: str = _f("smollm2-135m", "base checkpoint: HF folder, hub id or smollm2-135m")
     pairs: str = _f("data/rm_pairs.jsonl", "preference pairs with a split field")
-    labels: str | None = _f(None, "labelled answers instead of pairs: train a classifier (BCE)")
-    label_field: str = _f("pushback", "the true/false field of --labels records")
+    labels: str | None = _f(
+        None, "pushback-labelled answers instead of pairs: train a classifier (BCE)"
+    )
     out: str = _f("models/rm", "output folder (written atomically; replaced if present)")
     work: str | None = _f(None, "resumable state and logs (default: runs/rm/<out name>)")
     steps: int = _f(300, "optimizer steps")
@@ -118,7 +119,7 @@ def split_records(records: list[dict]) -> dict[str, list[dict]]:
 def check_data(cfg) -> None:
     """Read and validate the data file before any model is loaded (DataError names the line)."""
     if cfg.labels:
-        load_labels(cfg.labels, cfg.label_field)
+        load_pushback_labels(cfg.labels)
     else:
         load_pairs(cfg.pairs)
 
@@ -204,8 +205,8 @@ class LabelData:
 def load_data(cfg, rm) -> tuple[dict, object, object]:
     """(split counts, train data, val data) for pairs (--pairs) or labelled answers (--labels)."""
     if cfg.labels:
-        records = load_labels(cfg.labels, cfg.label_field)
-        make = lambda recs: LabelData(rm, recs, cfg.label_field)  # noqa: E731
+        records = load_pushback_labels(cfg.labels)
+        make = lambda recs: LabelData(rm, recs, "pushback")  # noqa: E731
     else:
         records = load_pairs(cfg.pairs)
         make = lambda recs: PairData(rm, recs, cfg.margin)  # noqa: E731
