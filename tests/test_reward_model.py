@@ -81,7 +81,7 @@ def write_pairs(path, n=24):
                 "worse": f"{words[0]} t6 t6",
                 "split": "train" if i < 16 else "val",
                 "source": "test",
-                "kind": "toy",
+                "kind": "misconception",
             }
         )
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -226,6 +226,7 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
                 "category": "control",
                 "answer": f"{words[1]} {'t5' if flag else 't6'} {words[2]}",
                 "pushback": flag,
+                "kind": "direct_correction" if flag else "plain_answer",
                 "split": "train" if i < 24 else "val",
             }
         )
