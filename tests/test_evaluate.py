@@ -62,6 +62,7 @@ def test_pushback_classifier_accuracy_with_a_mock_model(tmp_path, monkeypatch):
                     "answer": a,
                     "pushback": y,
                     "split": s,
+                    "kind": "direct_correction" if y else "plain_answer",
                 }
             )
             + "\n"
