@@ -20,6 +20,7 @@ import json
 import math
 import os
 import queue
+import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -391,6 +392,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_port_free(host: str, port: int) -> None:
+    """ValueError now, before the models load, if nothing can listen on host:port."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            s.bind(address)
+    except OSError as e:
+        raise ValueError(
+            f"cannot listen on {host}:{port} ({e.strerror or e}): pick another --port or --host"
+        ) from None
+
+
 def check_args(args) -> list[rewards.Component]:
     """Every check that needs no weights; returns the reward components to build."""
     refs = args.model or [DEFAULT_MODEL]
@@ -398,6 +412,7 @@ def check_args(args) -> list[rewards.Component]:
         raise ValueError(f"--model given {len(refs)} times: the page shows one or two models")
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port {args.port} is not a port number (1-65535)")
+    check_port_free(args.host, args.port)
     if args.max_tokens < 1 or args.temperature < 0:
         raise ValueError("--max-tokens must be >= 1 and --temperature >= 0")
     backend.parse_dtype(args.dtype)

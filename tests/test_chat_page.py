@@ -131,8 +131,12 @@ def test_page_streams_answers_and_shows_scores(server, tmp_path):
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys):
     import chat
 
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
     cases = [
         ["--model", "smollm2-135m", "--model", "smollm2-135m", "--model", "smollm2-135m"],
+        ["--port", str(taken.getsockname()[1])],
         ["--model", str(tmp_path / "missing")],
         ["--reward-model", str(tmp_path)],
         ["--port", "0"],
@@ -142,3 +146,4 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys):
         assert chat.main(args) == 2, args
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, lines)
+    taken.close()
