@@ -83,7 +83,8 @@ def test_page_streams_answers_and_shows_scores(server, tmp_path):
     url, proc, log = server
     outside = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        flags = ["--no-sandbox", "--disable-dev-shm-usage"]  # root in CI; small /dev/shm
+        browser = p.chromium.launch(executable_path=executable, args=flags)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("request", lambda r: None if r.url.startswith(url) else outside.append(r.url))
         page.goto(url)
