@@ -7,7 +7,8 @@ padding out, the EOS that ended a completion in), the log-probs of the sampled t
 tempered full softmax (the quantity GRPO's ratio uses; top-p only restricts which token is drawn)
 and decoded texts. `logprobs` recomputes those log-probs with gradient, prompt prefilled once per
 group. Prompts are formatted by chat_format (thinking off unless asked for); tokens are drawn by
-sampling.py. It is not a chat server: no streaming, no stop strings.
+sampling.py. `stream` yields one prompt's answer as it grows, token by token, from the same
+prefill, cache and sampler (chat.py's page shows it). It is not a chat server: no stop strings.
 """
 
 import argparse
@@ -197,6 +198,38 @@ class Gwen:
             group_size,
             temperature,
         )
+
+    def stream(
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ):
+        """Yield the decoded answer to one prompt after each new token, ending with the whole
+        answer: the text `sample_group([prompt], 1, ...)` gives with the same settings and seed.
+        A text that ends inside a multi-byte character waits for the token that completes it."""
+        _check_sampling(1, max_new_tokens, temperature, top_p)
+        tokens, pad = self.left_pad([self.chat_tokens(prompt)])
+        cache, h = self.prefill(tokens, pad, tokens.shape[1] + max_new_tokens)
+        W = self.model.lm_head_weight()
+        draw = sampling.make_sampler(self.sampler, seed, temperature, top_p)
+        ids, shown = [], None
+        for t in range(max_new_tokens):
+            tok = int(draw(h @ W.T)[0][0])
+            if tok in self.eos_ids:
+                break
+            ids.append(tok)
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            if not text.endswith("\ufffd"):
+                shown = text
+                yield text
+            if t + 1 < max_new_tokens:
+                h = self.model.hidden(mx.array([[tok]], dtype=mx.int32), cache)[:, -1, :]
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if text != shown:
+            yield text
 
     def logprobs(self, sample: GroupSample, temperature: float | None = None) -> mx.array:
         """(B*G, T) float32 log-probs of the sampled tokens, differentiable w.r.t. the model."""

@@ -94,3 +94,29 @@ def test_embedded_model_group_invariants(smollm):
     assert (np.diff(mask, axis=1) <= 0).all(), "mask is a prefix of ones"
     assert all(isinstance(t, str) and t for t in s.texts)
     assert gwen_mod.completion_mask(s.tokens, smollm.eos_ids).tolist() == mask.tolist()
+
+
+@pytest.mark.parametrize("temperature, top_p, seed", [(0.0, 1.0, 0), (1.0, 1.0, 5), (0.8, 0.9, 2)])
+def test_stream_ends_with_the_group_samplers_text(tiny, temperature, top_p, seed):
+    for prompt, max_new in [(PROMPTS[0], 12), (PROMPTS[2], 3)]:
+        parts = list(tiny.stream(prompt, max_new, temperature, top_p, seed))
+        s = tiny.sample_group([prompt], 1, max_new, temperature, top_p, seed)
+        assert parts[-1] == s.texts[0]
+        assert 1 <= len(parts) <= max_new + 1
+        assert all(b.startswith(a) for a, b in zip(parts, parts[1:], strict=False))
+
+
+def test_stream_checks_its_arguments(tiny):
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        next(tiny.stream("t5", 0))
+
+
+@pytest.mark.slow
+def test_embedded_model_stream_matches_sample_group(smollm):
+    prompt = "What is the capital of France?"
+    parts = list(smollm.stream(prompt, 24, temperature=0.0))
+    assert parts[-1] == smollm.sample_group([prompt], 1, 24, temperature=0.0).texts[0]
+    assert "Paris" in parts[-1] and len(parts) > 3, parts
+    assert all(parts[-1].startswith(p) for p in parts)
+    sampled = list(smollm.stream(prompt, 24, temperature=1.0, seed=7))[-1]
+    assert sampled == smollm.sample_group([prompt], 1, 24, temperature=1.0, seed=7).texts[0]
