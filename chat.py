@@ -29,10 +29,11 @@ from pathlib import Path
 import backend
 
 import checkpoint
+import load_weights
 import lora
 import rewards
 from gwen import Gwen
-from load_weights import LoadError, resolve
+from load_weights import LoadError, lora_base, resolve
 from prompts import CATEGORIES
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -56,25 +57,6 @@ def is_lora(folder: Path | None) -> bool:
     return folder is not None and (folder / lora.ADAPTER_FILE).is_file()
 
 
-def lora_base(folder: Path, base: str | None) -> str:
-    """The base model of a LoRA checkpoint: `--base`, else the run's train_config.json `model`,
-    else adapter_config.json's `base_model_name_or_path`."""
-    if base:
-        return base
-    for name, key in (
-        ("train_config.json", "model"),
-        (lora.CONFIG_FILE, "base_model_name_or_path"),
-    ):
-        if (folder / name).is_file():
-            value = json.loads((folder / name).read_text()).get(key)
-            if value:
-                return value
-    raise LoadError(
-        f"{folder} holds LoRA adapters but names no base model (no `model` in "
-        f"train_config.json, no `base_model_name_or_path` in {lora.CONFIG_FILE}): pass --base MODEL"
-    )
-
-
 def starting_ref(folder: Path | None) -> str | None:
     """The model a training checkpoint's run started from (train_config.json `model`), if any."""
     if folder is None or not (folder / "train_config.json").is_file():
@@ -94,12 +76,9 @@ def check_model_ref(ref: str, base: str | None) -> None:
 
 
 def load_lora(folder: Path, base: str, dtype) -> Gwen:
-    """`base` with the folder's adapters applied (rank, alpha and targets from its config)."""
-    config = json.loads((folder / lora.CONFIG_FILE).read_text())
-    gwen = Gwen.load(base, dtype)
-    lora.apply_lora(gwen.model, config["r"], config["lora_alpha"], config["target_modules"])
-    lora.load_adapters(gwen.model, folder)
-    return gwen
+    """`base` with the folder's adapters applied and left switchable (the judge runs the base
+    with them off)."""
+    return Gwen(*load_weights.load_lora(folder, base, dtype, merge=False))
 
 
 def load_models(refs: list[str], base: str | None, judge_model: str | None, dtype):

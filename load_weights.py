@@ -36,7 +36,7 @@ def load(model_ref: str, dtype: mx.Dtype | None = None):
     dtype = dtype or backend.default_dtype()
     path = resolve(model_ref)
     if path.is_dir() and (path / "adapter_config.json").is_file():
-        model, tokenizer = _load_lora_checkpoint(path, dtype)
+        model, tokenizer = load_lora(path, dtype=dtype)
     elif path.suffix == ".gguf":
         model, tokenizer = _load_gguf(path, dtype)
     else:
@@ -89,37 +89,45 @@ def resolve(model_ref: str) -> Path:
     )
 
 
-def _lora_base(path: Path) -> str:
-    """The base model a LoRA checkpoint was trained from: adapter_config.json's
-    base_model_name_or_path, else the run config saved beside it."""
-    config = json.loads((path / "adapter_config.json").read_text())
-    base = config.get("base_model_name_or_path")
-    if not base and (path / "train_config.json").is_file():
-        base = json.loads((path / "train_config.json").read_text()).get("model")
-    if not base:
-        raise LoadError(
-            f"{path}: a LoRA checkpoint that names no base model (adapter_config.json "
-            "base_model_name_or_path, train_config.json model); load the base and the adapters "
-            "with lora.apply_lora + lora.load_adapters"
-        )
-    return base
+def lora_base(folder: Path, override: str | None = None) -> str:
+    """The base model of a LoRA checkpoint folder: `override`, else the run's train_config.json
+    `model`, else adapter_config.json's `base_model_name_or_path`."""
+    if override:
+        return override
+    for name, key in (
+        ("train_config.json", "model"),
+        ("adapter_config.json", "base_model_name_or_path"),
+    ):
+        if (folder / name).is_file():
+            value = json.loads((folder / name).read_text()).get(key)
+            if value:
+                return value
+    raise LoadError(
+        f"{folder} holds LoRA adapters but names no base model (no `model` in train_config.json, "
+        "no `base_model_name_or_path` in adapter_config.json): name the base model (e.g. --base)"
+    )
 
 
-def _load_lora_checkpoint(path: Path, dtype) -> tuple[Model, object]:
-    """Base model + the folder's adapters, merged into plain weights (one matmul per Linear)."""
+def load_lora(folder: Path, base: str | None = None, dtype=None, merge: bool = True):
+    """(model, tokenizer): the base model with the folder's adapters (rank, alpha and targets
+    from its adapter_config.json); `merge` folds them into plain weights (one matmul per
+    Linear), else they stay switchable (lora.adapters_disabled gives back the base)."""
     import lora
 
-    base = _lora_base(path)
-    if Path(base).expanduser().resolve() == path.resolve():
-        raise LoadError(f"{path}: adapter_config.json names the folder itself as its base")
+    folder = Path(folder)
+    base = lora_base(folder, base)
+    if Path(base).expanduser().resolve() == folder.resolve():
+        raise LoadError(f"{folder}: adapter_config.json names the folder itself as its base")
     model, tokenizer = load(base, dtype)
-    config = json.loads((path / "adapter_config.json").read_text())
+    config = json.loads((folder / "adapter_config.json").read_text())
     lora.apply_lora(model, config["r"], config["lora_alpha"], config["target_modules"])
-    lora.load_adapters(model, path)
-    merged = Model(model.args)
-    merged.load_weights(list(lora.merged_weights(model).items()), strict=True)
-    mx.eval(merged.parameters())
-    return merged, tokenizer
+    lora.load_adapters(model, folder)
+    if merge:
+        merged = Model(model.args)
+        merged.load_weights(list(lora.merged_weights(model).items()), strict=True)
+        mx.eval(merged.parameters())
+        model = merged
+    return model, tokenizer
 
 
 def _check_keys(model: Model, weights: dict, source: Path) -> None:
