@@ -124,13 +124,16 @@ def echo_report(pairs: list[dict], score) -> dict:
     }
 
 
-def bench_reward(spec: str, ctx: rewards.RewardContext, pairs: list[dict], echo: bool) -> dict:
+def bench_reward(
+    spec: str, ctx: rewards.RewardContext, pairs: list[dict], echo: bool, scores_out=None
+) -> dict:
     scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
-    return bench_reward_with(scorer, spec, pairs, echo)
+    return bench_reward_with(scorer, spec, pairs, echo, scores_out)
 
 
-def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool) -> dict:
-    """Accuracy report, speed and echo checks of one built scorer (rewards.Scorer)."""
+def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_out=None) -> dict:
+    """Accuracy report, speed and echo checks of one built scorer (rewards.Scorer); with
+    `scores_out` (an open file) one JSON line per scored answer is written to it."""
 
     def score(prompts, answers, cats):
         return scorer(prompts, answers, cats).values
@@ -141,6 +144,17 @@ def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool) -> dict:
     start = time.perf_counter()
     scores = np.asarray(score(prompts, answers, cats), dtype=np.float64)
     seconds = time.perf_counter() - start
+    if scores_out is not None:
+        for i, s in enumerate(scores.tolist()):
+            p = pairs[i // 2]
+            row = {
+                "reward": spec,
+                "id": p["id"],
+                "answer": ("better", "worse")[i % 2],
+                "score": s,
+                "words": len(diversity.words(answers[i])),
+            }
+            scores_out.write(json.dumps(row) + "\n")
     finite = scores[np.isfinite(scores)]
     if finite.size < 2 or np.ptp(finite) == 0:
         raise rewards.RewardError(
@@ -222,7 +236,15 @@ def run(a) -> dict:
     judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
     ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
     out = {"pairs": a.pairs, "split": a.split, "n_pairs": len(pairs), "model": a.model}
-    out["rewards"] = {spec: bench_reward(spec, ctx, pairs, echo=not a.quick) for spec in a.reward}
+    sink = open(a.scores_out, "w") if a.scores_out else None  # noqa: SIM115
+    try:
+        out["rewards"] = {
+            spec: bench_reward(spec, ctx, pairs, echo=not a.quick, scores_out=sink)
+            for spec in a.reward
+        }
+    finally:
+        if sink:
+            sink.close()
     first = out["rewards"][a.reward[0]]
     out["pairwise_accuracy"] = {"overall": first["overall"], **first["by_category"]}
     if a.judge_speed:
@@ -254,6 +276,7 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=2, help="speed trials per peer (median)")
     p.add_argument("--quick", action="store_true", help="accuracy only (no echo checks)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--scores-out", metavar="FILE", help="write every answer's score as JSONL")
     a = p.parse_args(argv)
     if a.reward is None:
         from config import TrainConfig
