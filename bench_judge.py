@@ -127,8 +127,15 @@ def echo_report(pairs: list[dict], score) -> dict:
 def bench_reward(
     spec: str, ctx: rewards.RewardContext, pairs: list[dict], echo: bool, scores_out=None
 ) -> dict:
-    scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
+    """`spec`: a registry spec, or the path of a reward file (YAML, rewards.load_reward_config)."""
+    scorer = rewards.build_scorer(reward_components(spec), ctx)
     return bench_reward_with(scorer, spec, pairs, echo, scores_out)
+
+
+def reward_components(spec: str) -> list:
+    if spec.endswith((".yaml", ".yml")):
+        return rewards.load_reward_config(spec)
+    return rewards.parse_spec(spec)
 
 
 def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_out=None) -> dict:
@@ -265,7 +272,7 @@ def main(argv=None) -> int:
         "--reward",
         action="append",
         default=None,
-        help="reward spec to measure (repeat; default: train.py's default)",
+        help="reward spec or reward file (.yaml) to measure (repeat; default: train.py's)",
     )
     p.add_argument("--model", default="smollm2-135m", help="the judge and the policy tokenizer")
     p.add_argument("--limit", type=int, default=None, help="first N pairs only")
@@ -284,7 +291,7 @@ def main(argv=None) -> int:
         a.reward = [TrainConfig.__dataclass_fields__["reward"].default]
     try:
         for spec in a.reward:
-            rewards.parse_spec(spec)
+            reward_components(spec)
         backend.announce()
         out = run(a)
     except (DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
