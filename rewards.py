@@ -153,7 +153,14 @@ def _build_rubric(ctx, batch_size: int | None = None, **options):
     return score
 
 
-def _check_rm(path: str, batch_size: int = 16):
+# An answer whose word set overlaps the prompt's by at least this Jaccard similarity is an echo of
+# the prompt; a reward model scores it ECHO_SCORE, below anything it gives a real answer (its
+# scores stay within about +-8: center_coef keeps them near 0). knowledge/reward_model.md.
+ECHO_THRESHOLD = 0.8
+ECHO_SCORE = -10.0
+
+
+def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
     import reward_model
 
     folder = Path(path)
@@ -164,10 +171,13 @@ def _check_rm(path: str, batch_size: int = 16):
         )
     if not (isinstance(batch_size, int) and batch_size >= 1):
         raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
+    if echo_threshold is not None and not 0 < echo_threshold <= 1:
+        raise RewardError(f"echo_threshold={echo_threshold!r}: must be in (0, 1] or null")
 
 
-def _build_rm(ctx, path: str, batch_size: int = 16):
+def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
     import reward_model
+    from diversity import jaccard
 
     rm = reward_model.load(path)
     if ctx.tokenizer is not None:
@@ -180,8 +190,14 @@ def _build_rm(ctx, path: str, batch_size: int = 16):
             )
 
     def score(prompts, completions, categories):
-        values = rm.score(prompts, completions, categories, batch_size=batch_size)
-        return Scores(np.asarray(values, dtype=np.float64), None, 0)
+        values = np.asarray(
+            rm.score(prompts, completions, categories, batch_size=batch_size), dtype=np.float64
+        )
+        if echo_threshold is not None:
+            pairs = zip(prompts, completions, strict=True)
+            echo = [jaccard(p, c) >= echo_threshold for p, c in pairs]
+            values = np.where(echo, ECHO_SCORE, values)
+        return Scores(values, None, 0)
 
     return score
 

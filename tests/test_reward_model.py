@@ -255,3 +255,22 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(rows[0] | {"pushback": "yes"}) + "\n")
     assert train_rm.main(["--labels", str(bad), "--model", base]) == 2
+
+
+def test_reward_model_component_floors_echoes_of_the_prompt(base, tmp_path):
+    import rewards
+
+    pairs = write_pairs(tmp_path / "pairs.jsonl")
+    cfg = train_rm.RMTrainConfig(
+        model=base, pairs=pairs, out=str(tmp_path / "rm"), work=str(tmp_path / "w"), steps=2
+    )
+    rm_dir = train_rm.train(cfg)
+    ctx = rewards.RewardContext()
+    on = rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)
+    comps = [rewards.Component("rm", 1.0, {"path": str(rm_dir), "echo_threshold": None})]
+    off = rewards.build_scorer(comps, ctx)
+    args = (["t20 t21 t22"] * 2, ["t22 t21 t20", "t30 t5"], ["control"] * 2)
+    got_on, got_off = on(*args).values, off(*args).values
+    # the first answer has the prompt's words: an echo, floored; the second is untouched
+    assert got_on[0] == rewards.ECHO_SCORE and got_off[0] != rewards.ECHO_SCORE
+    assert got_on[1] == got_off[1]
