@@ -154,11 +154,11 @@ def load_prompt_files(paths: list[str]) -> list[dict]:
 
 
 def model_fingerprint(ref: str) -> str:
-    """Identity of a model for the cache: its files' names, sizes and modification times (an
-    alias or hub id: the resolved file)."""
+    """Identity of a model (or reward-model) folder for the cache: its files' names, sizes and
+    modification times (an alias or hub id: the resolved file)."""
     from load_weights import resolve
 
-    path = resolve(ref)
+    path = Path(ref) if Path(ref).exists() else resolve(ref)
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
     stats = [
         (
