@@ -61,6 +61,9 @@ class TrainConfig:
     lora_rank: int = _f(0, "0 = full fine-tuning, else the LoRA rank")
     lora_alpha: float = _f(16.0, "LoRA alpha (scale = alpha / rank)")
     lora_targets: str = _f("q_proj,k_proj,v_proj,o_proj", "comma-separated LoRA target layers")
+    lora_layers: int = _f(
+        0, "adapters in the top N blocks only (0 = all): the backward stops there"
+    )
     ref_quant_bits: int = _f(0, "quantize the frozen reference to 8 or 4 bits (0 = off)")
     judge: str = _f("frozen", "frozen (starting weights) | live (the current policy)")
     judge_model: str | None = _f(None, "judge with this checkpoint instead")
@@ -111,6 +114,7 @@ class TrainConfig:
             "with adapters off, which costs no memory",
         )
         need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
+        need(self.lora_layers >= 0, f"lora_layers={self.lora_layers}: use >= 0 (0 = all blocks)")
         self.loss_config()  # validates loss_type, clipping and KL settings
 
     def loss_config(self) -> grpo.LossConfig:
@@ -139,6 +143,14 @@ class TrainConfig:
         if self.reward_fn:
             return f"fn-{self.reward_fn.rpartition(':')[2]}"
         return self.reward
+
+    def lora_layer_list(self, n_layers: int) -> list[int] | None:
+        """Block indices that get adapters (None: all)."""
+        if not self.lora_layers:
+            return None
+        if self.lora_layers > n_layers:
+            raise ValueError(f"lora_layers={self.lora_layers} > the model's {n_layers} blocks")
+        return list(range(n_layers - self.lora_layers, n_layers))
 
     def lora_target_list(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]

@@ -120,7 +120,13 @@ def load_lora(folder: Path, base: str | None = None, dtype=None, merge: bool = T
         raise LoadError(f"{folder}: adapter_config.json names the folder itself as its base")
     model, tokenizer = load(base, dtype)
     config = json.loads((folder / "adapter_config.json").read_text())
-    lora.apply_lora(model, config["r"], config["lora_alpha"], config["target_modules"])
+    lora.apply_lora(
+        model,
+        config["r"],
+        config["lora_alpha"],
+        config["target_modules"],
+        config.get("layers_to_transform"),
+    )
     lora.load_adapters(model, folder)
     if merge:
         merged = Model(model.args)

@@ -163,6 +163,9 @@ def save_adapters(model: nn.Module, path_dir, rank: int, alpha: float, targets: 
         "bias": "none",
         "fan_in_fan_out": False,
     }
+    layers = sorted({int(path.split(".")[2]) for path, _ in lora_layers(model)})
+    if len(layers) < len(model.layers):  # PEFT's name for adapters in some blocks only
+        config["layers_to_transform"] = layers
     (path_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
 

@@ -111,7 +111,13 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
     if cfg.lora_rank:
-        n = lora.apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_list())
+        n = lora.apply_lora(
+            model,
+            cfg.lora_rank,
+            cfg.lora_alpha,
+            cfg.lora_target_list(),
+            cfg.lora_layer_list(len(model.layers)),
+        )
         tqdm.write(f"LoRA rank {cfg.lora_rank} on {cfg.lora_target_list()}: {n:,} trainable")
     model.train()
     warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))

@@ -290,3 +290,22 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert train.main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "Traceback" not in err, err
+
+
+def test_lora_in_the_top_blocks_only_trains_and_loads_back(tmp_path):
+    from helpers import save_checkpoint
+
+    base = tmp_path / "base"  # a loadable base, so the LoRA checkpoint can name it
+    save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, base)
+    policy = Gwen.load(str(base), mx.float32)  # QWEN3 tiny: 2 blocks
+    cfg = tiny_config(tmp_path, steps=2, lora_rank=4, lora_layers=1, model=str(base))
+    run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
+    names = [k for k, _ in tree_flatten(policy.model.trainable_parameters())]
+    assert names and all(k.startswith("model.layers.1.") for k in names), names
+    ckpt = checkpoint.latest(run_dir)
+    assert json.loads((ckpt / "adapter_config.json").read_text())["layers_to_transform"] == [1]
+    loaded, _ = load(str(ckpt), mx.float32)
+    tokens = mx.array([[3, 9, 27, 5]])
+    assert mx.abs(loaded(tokens) - policy.model(tokens)).max().item() <= 1e-5
+    with pytest.raises(ValueError, match="lora_layers"):
+        tiny_config(tmp_path, lora_layers=-1)
