@@ -531,8 +531,7 @@ def run(a, out: Path, records: list[dict]) -> dict:
         report = measure_policy(a, records, out)
     else:
         report = measure_reward_model(a, records, out)
-    from load_weights import resolve
-
+    source_bytes, source_is_gguf = source_size(a.model, a.reward_model)
     report = {
         "source": source,
         "out": str(out),
@@ -540,7 +539,8 @@ def run(a, out: Path, records: list[dict]) -> dict:
         "group_size": a.group_size,
         **report,
         "bytes": folder_bytes(out),
-        "source_bytes": folder_bytes(resolve(source) if a.model else source),
+        "source_bytes": source_bytes,
+        "source_is_gguf": source_is_gguf,
         "backend": backend.backend_name(),
         "blas": backend.BLAS,
         "mlx": mx.__version__,
@@ -548,6 +548,21 @@ def run(a, out: Path, records: list[dict]) -> dict:
     }
     (out / REPORT_FILE).write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def source_size(model: str | None, rm_folder: str | None) -> tuple[int, bool]:
+    """(bytes on disk, whether that is a GGUF file) of a policy, or of a reward-model folder
+    plus the base model it rebuilds from (its own backbone folder included if it has one)."""
+    from load_weights import resolve
+
+    extra = 0
+    if rm_folder is not None:
+        extra = folder_bytes(rm_folder)
+        model = json.loads((Path(rm_folder) / "rm_config.json").read_text())["base_model"]
+        if (Path(rm_folder) / model).is_dir():
+            return extra, False
+    path = resolve(model)
+    return extra + folder_bytes(path), path.suffix == ".gguf"
 
 
 def _quantize_only(a, out: Path) -> dict:
@@ -589,7 +604,8 @@ def format_table(r: dict) -> str:
             f"(drop {r['accuracy_drop_points']:.2f} points, {r['flipped_pairs']} pairs flipped, "
             f"mean |score change| {r['mean_abs_score_diff']:.4f})"
         )
-    rows = [("size on disk", _mb(r["source_bytes"]), _mb(r["bytes"]))]
+    gguf = " (GGUF)" if r.get("source_is_gguf") else ""  # already quantized: not a float size
+    rows = [("size on disk", _mb(r["source_bytes"]) + gguf, _mb(r["bytes"]))]
     if "original" in r:
         o, q = r["original"], r["quantized"]
         rows += [
