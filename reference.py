@@ -13,39 +13,22 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
 import mlx.core as mx
-import mlx.nn as nn
-from mlx.utils import tree_flatten
 
 import lora
+import quantize
 from gwen import sequence_logprobs
 from model import Model
 
 
 def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
-    """A frozen copy of `model`; with quant_bits, its transformer-block Linears quantized.
-
-    The embedding / LM head stays in float: log-probs read its rows directly."""
-    copy = Model(model.args)
-    copy.load_weights(tree_flatten(model.parameters()), strict=True)
-    if quant_bits:
-
-        def block_linear(path, module):
-            return (
-                isinstance(module, nn.Linear)
-                and path.startswith("model.layers.")
-                and module.weight.shape[-1] % group_size == 0
-            )
-
-        nn.quantize(copy, group_size=group_size, bits=quant_bits, class_predicate=block_linear)
-        n = sum(isinstance(m, nn.QuantizedLinear) for _, m in copy.named_modules())
-        if n == 0:
-            raise ValueError(
-                f"ref_quant_bits={quant_bits}: no layer's input size is a "
-                f"multiple of {group_size}; use --ref-quant-bits 0"
-            )
+    """A frozen copy of `model`; with quant_bits, quantized by quantize.py's one rule
+    (transformer-block Linears; the embedding / LM head stays in float: log-probs read it)."""
+    try:
+        copy = quantize.copy_model(model, quant_bits, group_size)
+    except ValueError as e:
+        raise ValueError(f"ref_quant_bits={quant_bits}: {e}; use --ref-quant-bits 0") from e
     copy.freeze()
     copy.eval()
-    mx.eval(copy.parameters())
     return copy
 
 

@@ -7,7 +7,9 @@ left-padded, so the last position is every row's last real token). `bt_loss` is
 -log sigmoid(r_better - r_worse - margin). A trained model is a folder (`save`/`load`): its
 config (base model, LoRA/trainable layers, formatting, data hash, metrics) and only the weights
 that training changed; `load` rebuilds the rest from the base checkpoint, merging LoRA adapters
-for fast scoring. `score` is the reward contract's scorer. Training lives in train_rm.py.
+for fast scoring. A self-contained folder (quantize.py writes one) holds its own backbone in
+BACKBONE_DIR and only the head as trained weights (`head_only`). `score` is the reward
+contract's scorer. Training lives in train_rm.py.
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ from prompts import CATEGORIES, CATEGORY_NOTES
 
 CONFIG_FILE = "rm_config.json"
 WEIGHTS_FILE = "rm_weights.safetensors"
+BACKBONE_DIR = "backbone"  # base_model naming the folder's own backbone (a self-contained model)
 
 
 @dataclass
@@ -46,6 +49,7 @@ class RMConfig:
         *("gate_proj", "up_proj", "down_proj"),
     )
     train_layers: int = 0  # only the top N transformer blocks train (0 = all)
+    head_only: bool = False  # the backbone is used as it is: only the score head is trained
     max_prompt_tokens: int = 160
     max_response_tokens: int = 224
     use_category: bool = True  # a system line says what the data set knows about the prompt
@@ -59,6 +63,11 @@ class RMConfig:
                 raise ValueError(f"RMConfig.{name}={getattr(self, name)} must be >= 0")
         if self.max_prompt_tokens < 1 or self.max_response_tokens < 1:
             raise ValueError("max_prompt_tokens and max_response_tokens must be >= 1")
+        if self.head_only and (self.lora_rank or self.train_layers):
+            raise ValueError(
+                f"head_only=True trains no backbone weights: lora_rank={self.lora_rank} and "
+                f"train_layers={self.train_layers} must both be 0"
+            )
 
     def trainable_layers(self, n_layers: int) -> list[int]:
         k = self.train_layers or n_layers
@@ -159,7 +168,8 @@ def bt_loss(r_better: mx.array, r_worse: mx.array, margin: float = 0.0) -> mx.ar
 
 def build(config: RMConfig, dtype=None) -> RewardModel:
     """A fresh reward model on `config.base_model`: LoRA (or full weights) trainable in the top
-    `train_layers` blocks (and the final norm when those are fully trained), head trainable."""
+    `train_layers` blocks (and the final norm when those are fully trained), head trainable;
+    with `head_only`, the head alone."""
     from load_weights import load
 
     backbone, tokenizer = load(config.base_model, dtype)
@@ -170,7 +180,7 @@ def build(config: RMConfig, dtype=None) -> RewardModel:
         lora.apply_lora(
             backbone, config.lora_rank, config.lora_alpha, list(config.lora_targets), layers
         )
-    else:
+    elif not config.head_only:
         for i in layers:
             backbone.layers[i].unfreeze()
         backbone.model.norm.unfreeze()
@@ -182,13 +192,20 @@ def trained_weights(rm: RewardModel) -> dict[str, mx.array]:
     return dict(tree_flatten(rm.trainable_parameters()))
 
 
-def save(rm: RewardModel, out_dir, extra: dict | None = None) -> Path:
-    """Write the folder atomically (temp folder, then rename): config + trained weights."""
+def save(rm: RewardModel, out_dir, extra: dict | None = None, write_backbone=None) -> Path:
+    """Write the folder atomically (temp folder, then rename): config + trained weights. With
+    `write_backbone(folder)` (a head_only model), the backbone is written as an HF folder in
+    BACKBONE_DIR and the config's base_model names it: a self-contained reward model."""
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".tmp-{out_dir.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     cfg = dataclasses.replace(rm.config, extra={**rm.config.extra, **(extra or {})})
+    if write_backbone is not None:
+        if not cfg.head_only:
+            raise ValueError("a reward model that carries its own backbone must be head_only")
+        write_backbone(tmp / BACKBONE_DIR)
+        cfg = dataclasses.replace(cfg, base_model=BACKBONE_DIR)
     mx.save_safetensors(str(tmp / WEIGHTS_FILE), trained_weights(rm))
     (tmp / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=1) + "\n")
     if out_dir.exists():
@@ -198,7 +215,8 @@ def save(rm: RewardModel, out_dir, extra: dict | None = None) -> Path:
 
 
 def load(path, dtype=None, merge: bool = True) -> RewardModel:
-    """The reward model saved in folder `path`; with `merge`, LoRA folded into the weights."""
+    """The reward model saved in folder `path`; with `merge`, LoRA folded into the weights.
+    A base_model of BACKBONE_DIR is the folder's own backbone."""
     path = Path(path)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (path / name).is_file():
@@ -212,6 +230,8 @@ def load(path, dtype=None, merge: bool = True) -> RewardModel:
     if unknown:
         raise ValueError(f"{path / CONFIG_FILE}: unknown fields {unknown}")
     saved_sha = raw.get("tokenizer_sha256", "")
+    if raw.get("base_model") == BACKBONE_DIR:
+        raw["base_model"] = str(path / BACKBONE_DIR)
     rm = build(RMConfig(**raw), dtype)
     if saved_sha and saved_sha != rm.config.tokenizer_sha256:
         raise ValueError(

@@ -31,6 +31,7 @@ import checkpoint
 import evaluate
 import grpo
 import lora
+import quantize
 import rewards
 import runlog
 import tblog
@@ -90,6 +91,12 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     dtype = backend.parse_dtype(cfg.dtype)
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
     model = policy.model
+    if quantize.quantized_layers(model):
+        raise LoadError(
+            f"--model {cfg.model} is quantized: GRPO cannot update its integer weights, and LoRA "
+            "over quantized layers is not supported. Train the float model; a quantized model "
+            "serves as --judge-model, and --ref-quant-bits quantizes the reference"
+        )
     reference = None
     if cfg.needs_reference():
         reference = Reference.for_policy(model, cfg.lora_rank, cfg.ref_quant_bits)
