@@ -27,6 +27,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,6 +279,121 @@ def write_summary(rows: list[dict], agg: list[dict], out_dir: Path) -> str:
     return text
 
 
+def _groups(runs: list[Planned], varied: list[str]) -> dict[str, list[Planned]]:
+    """Runs grouped by their varied values other than the seed, labelled `key=value ...`."""
+    out = {}
+    for r in runs:
+        label = " ".join(f"{k}={v}" for k, v in r.point.items() if k != "seed") or "all"
+        out.setdefault(label, []).append(r)
+    return out
+
+
+def _last_eval(run_dir: Path) -> dict:
+    from runlog import MetricsLog
+
+    path = run_dir / "metrics.jsonl"
+    rows = MetricsLog.read(path) if path.exists() else []
+    evals = [r for r in rows if any(k.startswith("routing/") for k in r)]
+    return evals[-1] if evals else {}
+
+
+def _band(ax, x, series, label, **kw):
+    """Mean line with a ±1 std band over seeds; each seed's values as faint dots."""
+    arr = np.array(series, dtype=np.float64)  # (seeds, len(x))
+    with warnings.catch_warnings():  # a point no seed logged stays NaN: a gap in the line
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, std = np.nanmean(arr, axis=0), np.nanstd(arr, axis=0)
+    line = ax.plot(x, mean, marker="o", label=f"{label} (n={len(arr)})", **kw)[0]
+    ax.fill_between(x, mean - std, mean + std, alpha=0.2, color=line.get_color())
+
+
+def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[Path]:
+    """PNGs for runs with routing evaluations, mean ± std over seeds per group: task reward
+    and hack rate per adapter mode (routing_modes.png), along the forget-scale sweep
+    (routing_sweep.png), and the rollouts' hack rate and task reward per step (curves.png)."""
+    from matplotlib.figure import Figure
+
+    import eval_routing
+    from runlog import MetricsLog
+
+    groups = _groups(runs, varied)
+    evals = {g: [_last_eval(r.run_dir) for r in members] for g, members in groups.items()}
+    if not any(e for es in evals.values() for e in es):
+        return []
+    written = []
+    fig = Figure(figsize=(9, 6), layout="constrained")
+    axes = fig.subplots(2, 1)
+    bars = [
+        (g, m)
+        for g, es in evals.items()
+        for m in eval_routing.MODES
+        if any(f"routing/{m}/task_reward" in e for e in es)
+    ]
+    for ax, key, title in zip(
+        axes, ("task_reward", "hack_rate"), ("task reward", "hack rate"), strict=True
+    ):
+        for i, (g, m) in enumerate(bars):
+            vals = [e[f"routing/{m}/{key}"] for e in evals[g] if f"routing/{m}/{key}" in e]
+            ax.bar(i, np.mean(vals), yerr=np.std(vals), capsize=4, alpha=0.7)
+            ax.plot([i] * len(vals), vals, "k.", alpha=0.6)
+        ax.set_xticks(range(len(bars)), [f"{g}\n{m}" for g, m in bars], fontsize="small")
+        ax.set_ylabel(title)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].set_title("Routing evaluation per adapter mode (mean ± std over seeds; dots: seeds)")
+    written.append(out_dir / "routing_modes.png")
+    fig.savefig(written[-1], dpi=100)
+
+    scales = list(eval_routing.SWEEP)
+    dual = {g: es for g, es in evals.items() if any("routing/retain/task_reward" in e for e in es)}
+    if dual:
+        fig = Figure(figsize=(7, 6), layout="constrained")
+        axes = fig.subplots(2, 1, sharex=True)
+        for ax, key, title in zip(
+            axes, ("task_reward", "hack_rate"), ("task reward", "hack rate"), strict=True
+        ):
+            for g, es in dual.items():
+                series = [
+                    [e.get(f"routing/{eval_routing.sweep_label(f)}/{key}", np.nan) for f in scales]
+                    for e in es
+                    if e
+                ]
+                _band(ax, scales, series, g)
+            ax.set_ylabel(title)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+        axes[0].set_title("Forget-adapter scale sweep (retain scale 1)")
+        axes[1].set_xlabel("forget scale")
+        written.append(out_dir / "routing_sweep.png")
+        fig.savefig(written[-1], dpi=100)
+
+    fig = Figure(figsize=(7, 6), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    for g, members in groups.items():
+        logs = [
+            MetricsLog.read(r.run_dir / "metrics.jsonl")
+            for r in members
+            if (r.run_dir / "metrics.jsonl").exists()
+        ]
+        cfg = json.loads((members[0].run_dir / "config.json").read_text()) if logs else {}
+        task_key = f"reward/{cfg.get('task_reward')}"
+        n = min((len(rows) for rows in logs), default=0)
+        if not n:
+            continue
+        steps = [row["step"] for row in logs[0][:n]]
+        for ax, key in zip(axes, ("hack/any", task_key), strict=True):
+            _band(ax, steps, [[row.get(key, np.nan) for row in rows[:n]] for rows in logs], g)
+    axes[0].set_ylabel("rollout hack rate")
+    axes[1].set_ylabel("rollout task reward")
+    axes[1].set_xlabel("step")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0].set_title("Training rollouts (the policy as sampled: both adapters)")
+    written.append(out_dir / "curves.png")
+    fig.savefig(written[-1], dpi=100)
+    return written
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -313,6 +429,8 @@ def main(argv=None) -> int:
     rows = summary_rows(runs, args.window)
     text = write_summary(rows, aggregate(rows, list(grid)), out_dir)
     print(text)
+    for path in plot_routing(runs, list(grid), out_dir):
+        print(path)
     for name, rc in failed.items():
         print(f"error: run {name} exited {rc}; see {out_dir / name / 'train.log'}", file=sys.stderr)
     return 1 if failed else 0

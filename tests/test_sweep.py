@@ -104,10 +104,24 @@ def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys)
         "length_padding:max_words=2",
         "--kl-coef",
         "0",
+        "--routing-eval-every",
+        "1",
+        "--eval-data",
+        str(data),
+        "--eval-limit",
+        "2",
+        "--routing-eval-samples",
+        "2",
     ]
     assert sweep.main([*base, "--fixed", "steps=1"]) == 0
     out = capsys.readouterr().out
     assert "| run | seed | steps | reward | hack |" in out and "| seed0 | 0 | 1 |" in out
+    assert "retain/task" in out and "forget/hack" in out
+    assert {p.name for p in out_dir.glob("*.png")} == {
+        "routing_modes.png",
+        "routing_sweep.png",
+        "curves.png",
+    }
     assert (out_dir / "summary.csv").exists() and "Mean ± std" in (
         out_dir / "summary.md"
     ).read_text()
