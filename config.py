@@ -62,6 +62,9 @@ class TrainConfig:
     lora_rank: int = _f(0, "0 = full fine-tuning, else the LoRA rank")
     lora_alpha: float = _f(16.0, "LoRA alpha (scale = alpha / rank)")
     lora_targets: str = _f("q_proj,k_proj,v_proj,o_proj", "comma-separated LoRA target layers")
+    lora_layers: str = _f(
+        "all", "blocks with adapters: all | top:N (the last N; backward stops there)"
+    )
     # Gradient routing (routing.py, hacks.py, eval_routing.py; knowledge/routing.md)
     routing: str = _f(
         "off",
@@ -125,6 +128,7 @@ class TrainConfig:
         )
         need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
         self.loss_config()  # validates loss_type, clipping and KL settings
+        self.lora_layer_list(10**6)  # the syntax now; N against the model's depth at build
         self._check_routing()
 
     def _check_routing(self) -> None:
@@ -172,6 +176,17 @@ class TrainConfig:
         if self.reward_fn:
             return f"fn-{self.reward_fn.rpartition(':')[2]}"
         return self.reward
+
+    def lora_layer_list(self, n_layers: int) -> list[int] | None:
+        """Block indices that get adapters (None: all); ValueError for a bad spec."""
+        if self.lora_layers == "all":
+            return None
+        m = re.fullmatch(r"top:(\d+)", self.lora_layers)
+        if not m or not 1 <= int(m.group(1)) <= n_layers:
+            raise ValueError(
+                f"lora_layers={self.lora_layers!r}: use all or top:N with 1 <= N <= {n_layers}"
+            )
+        return list(range(n_layers - int(m.group(1)), n_layers))
 
     def lora_target_list(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]

@@ -178,12 +178,17 @@ def load_policy(ref: str, base: str | None = None, dtype=None):
     if lora.is_dual_folder(ckpt):
         info = lora.dual_adapter_info(ckpt)
         lora.apply_dual_lora(
-            policy.model, info["retain_rank"], info["forget_rank"], info["alpha"], info["targets"]
+            policy.model,
+            info["retain_rank"],
+            info["forget_rank"],
+            info["alpha"],
+            info["targets"],
+            info["layers"],
         )
         lora.load_dual_adapters(policy.model, ckpt)
     else:
         info = lora.adapter_info(ckpt)
-        lora.apply_lora(policy.model, info["rank"], info["alpha"], info["targets"])
+        lora.apply_lora(policy.model, info["rank"], info["alpha"], info["targets"], info["layers"])
         lora.load_adapters(policy.model, ckpt)
     return policy
 
@@ -205,8 +210,10 @@ def _settings(args, run_cfg: dict) -> dict:
     """Flags, else the checkpoint's run config, else defaults; specs checked before loading."""
 
     def pick(flag, key, default):
-        value = getattr(args, flag)
-        return value if value is not None else run_cfg.get(key) or default
+        for value in (getattr(args, flag), run_cfg.get(key)):
+            if value is not None:
+                return value
+        return default
 
     out = {
         "data": pick("data", "eval_data", "data/eval.jsonl"),
@@ -241,6 +248,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the report (Markdown) to this file")
     args = p.parse_args(argv)
+    from load_weights import LoadError
     from prompts import DataError, load_prompts
 
     try:
@@ -249,7 +257,7 @@ def main(argv=None) -> int:
         records = load_prompts(cfg["data"])
         backend.announce()
         policy = load_policy(args.checkpoint, args.base)
-    except (ValueError, DataError, FileNotFoundError) as e:
+    except (ValueError, DataError, LoadError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     ctx = rewards.RewardContext(_judge(policy, run_cfg, args.checkpoint), policy.tokenizer)

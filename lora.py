@@ -14,6 +14,7 @@ embedding or LM head.
 
 import json
 import math
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 ADAPTER_FILE = "adapters.safetensors"
 CONFIG_FILE = "adapter_config.json"
 _PEFT_PREFIX = "base_model.model."
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 class LoRALinear(nn.Module):
@@ -303,7 +305,13 @@ def adapter_info(path_dir) -> dict:
         raise ValueError(
             f"{path_dir / CONFIG_FILE} says r={config.get('r')} but the tensors have rank {rank}"
         )
-    return {"rank": rank, "alpha": config["lora_alpha"], "targets": config["target_modules"]}
+    layers = sorted({int(m.group(1)) for m in map(_LAYER.search, tensors) if m})
+    return {
+        "rank": rank,
+        "alpha": config["lora_alpha"],
+        "targets": config["target_modules"],
+        "layers": layers,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -419,6 +427,7 @@ def dual_adapter_info(path_dir) -> dict:
         "forget_rank": f["rank"],
         "alpha": scales["retain"] * (r["rank"] + f["rank"]),
         "targets": sorted(r["targets"]),
+        "layers": r["layers"],
     }
 
 

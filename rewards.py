@@ -4,12 +4,13 @@ A reward function has TRL's contract: `fn(prompts: list[str], completions: list[
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
 group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
 `rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
-`happy` (a hackable toy), `asks_question` (the routing task) and `fn` (a user's Python function). A reward is a list of weighted
-components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
-(`load_reward_config`: components with arguments, bound with functools.partial) or a function
-(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
-`build_scorer` binds the components and adds the optional length penalty; the scorer returns
-the weighted sum, per-part details and the count of failed judgments.
+`happy` (a hackable toy), `asks_question` (the routing task) and `fn` (a user's Python
+function). A reward is a list of weighted components, given as a spec (`rubric`, `rm:PATH`,
+`rubric:0.5,rm:PATH:0.5`), a YAML file (`load_reward_config`: components with arguments, bound
+with functools.partial) or a function (`FILE:NAME`); every name, weight, path and argument is
+checked before any model is loaded. `build_scorer` binds the components and adds the optional
+length penalty; the scorer returns the weighted sum, per-part details and the count of failed
+judgments.
 """
 
 import dataclasses

@@ -142,13 +142,14 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
 def _apply_adapters(model, cfg: TrainConfig) -> None:
     """LoRA per cfg.lora_config(): plain, or dual (retain + forget) for gradient routing."""
     lc, targets = cfg.lora_config(), cfg.lora_target_list()
+    layers = cfg.lora_layer_list(len(model.layers))
     if lc.get("forget_rank"):
-        n = lora.apply_dual_lora(model, lc["rank"], lc["forget_rank"], lc["alpha"], targets)
+        n = lora.apply_dual_lora(model, lc["rank"], lc["forget_rank"], lc["alpha"], targets, layers)
         desc = f"dual LoRA retain {lc['rank']} + forget {lc['forget_rank']}"
     else:
-        n = lora.apply_lora(model, lc["rank"], lc["alpha"], targets)
+        n = lora.apply_lora(model, lc["rank"], lc["alpha"], targets, layers)
         desc = f"LoRA rank {lc['rank']}"
-    tqdm.write(f"{desc} on {targets}: {n:,} trainable")
+    tqdm.write(f"{desc} on {targets}, blocks {cfg.lora_layers}: {n:,} trainable")
 
 
 def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, object]:

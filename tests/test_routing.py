@@ -429,7 +429,8 @@ def test_baseline_is_plain_lora_of_the_summed_rank(tmp_path):
 
 def test_eval_routing_cli_on_a_run_and_bad_input(tmp_path, capsys):
     save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, tmp_path / "base")
-    run_dir = train.run(run_config(tmp_path, steps=2), policy=tiny_policy(), reward_fn=low_tokens)
+    cfg = run_config(tmp_path, steps=2, lora_layers="top:1")  # adapters in the last block only
+    run_dir = train.run(cfg, policy=tiny_policy(), reward_fn=low_tokens)
     args = [str(run_dir), "--base", str(tmp_path / "base"), "--task-reward", "happy"]
     assert eval_routing.main([*args, "--out", str(tmp_path / "r.md")]) == 0
     table = capsys.readouterr().out
@@ -439,3 +440,18 @@ def test_eval_routing_cli_on_a_run_and_bad_input(tmp_path, capsys):
     assert eval_routing.main([*args[:3], "--task-reward", "joy"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
     assert eval_routing.main([str(run_dir), "--data", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_lora_layers_top_n():
+    cfg = run_config_plain(lora_layers="top:3")
+    assert (
+        cfg.lora_layer_list(30) == [27, 28, 29] and run_config_plain().lora_layer_list(30) is None
+    )
+    with pytest.raises(ValueError, match="top:N with 1 <= N <= 2"):
+        run_config_plain(lora_layers="top:3").lora_layer_list(2)
+    with pytest.raises(ValueError, match="lora_layers='bottom:3'"):
+        run_config_plain(lora_layers="bottom:3")
+
+
+def run_config_plain(**kw):
+    return train.TrainConfig(model="tiny", lora_rank=2, **kw)
