@@ -128,7 +128,10 @@ class TrainConfig:
         )
         need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
         self.loss_config()  # validates loss_type, clipping and KL settings
-        self.lora_layer_list(10**6)  # the syntax now; N against the model's depth at build
+        need(
+            re.fullmatch(r"all|top:[1-9]\d*", self.lora_layers) is not None,
+            f"lora_layers={self.lora_layers!r}: use all or top:N (the last N blocks), e.g. top:8",
+        )
         self._check_routing()
 
     def _check_routing(self) -> None:

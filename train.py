@@ -14,6 +14,7 @@ import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +84,7 @@ class Run:
         default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
     )
     detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
-    routing_eval: object = None  # eval_routing.evaluate bound to its settings, or None
+    routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
 
 
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
@@ -152,7 +153,7 @@ def _apply_adapters(model, cfg: TrainConfig) -> None:
     tqdm.write(f"{desc} on {targets}, blocks {cfg.lora_layers}: {n:,} trainable")
 
 
-def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, object]:
+def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, Callable | None]:
     """The built hack detectors and the bound routing evaluation (None when off)."""
     detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
     if not cfg.routing_eval_every:
