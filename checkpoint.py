@@ -2,7 +2,8 @@
 
 A checkpoint `RUN_DIR/checkpoints/step_NNNNNN/` holds the weights in HF layout
 (`model.safetensors` + `config.json` + tokenizer files, loadable by `load_weights.load`) or, with
-LoRA, `adapters.safetensors` + `adapter_config.json`; `optimizer.safetensors`; `trainer.json`
+LoRA, `adapters.safetensors` + `adapter_config.json` (dual adapters for gradient routing: the
+same pair in `retain/` and `forget/`); `optimizer.safetensors`; `trainer.json`
 (step, data cursor, KL controller, metrics/SQLite offsets; randomness is keyed by
 (seed, step), so no RNG array is needed); and `train_config.json`
 (the resolved run config). `RUN_DIR/latest` names the newest complete one. A crash mid-write
@@ -31,14 +32,18 @@ def _fsync_tree(path: Path) -> None:
         if p.is_file():
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    for d in [*sorted(p for p in path.rglob("*") if p.is_dir()), path]:  # subfolders: retain/
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
+    if lora_cfg and lora_cfg.get("forget_rank"):  # gradient routing: retain/ and forget/
+        lora_mod.save_dual_adapters(model, out, lora_cfg["alpha"], lora_cfg["targets"])
+        return
     if lora_cfg:
         lora_mod.save_adapters(model, out, lora_cfg["rank"], lora_cfg["alpha"], lora_cfg["targets"])
         return
@@ -112,7 +117,9 @@ def restore(ckpt: Path, *, model, optimizer, lora: bool = False) -> dict:
 
     There is no RNG array to restore: MLX cannot set its global key except by seeding, so the
     trainer derives every random draw from (seed, step) instead."""
-    if lora:
+    if lora and lora_mod.is_dual_folder(ckpt):
+        lora_mod.load_dual_adapters(model, ckpt)
+    elif lora:
         lora_mod.load_adapters(model, ckpt)
     else:
         weights = mx.load(str(ckpt / "model.safetensors"))

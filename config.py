@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpo
+import hacks
 import rewards
 
 
@@ -64,6 +65,19 @@ class TrainConfig:
     lora_layers: int = _f(
         0, "adapters in the top N blocks only (0 = all): the backward stops there"
     )
+    # Gradient routing (routing.py, hacks.py, eval_routing.py; knowledge/routing.md)
+    routing: str = _f(
+        "off",
+        "off | routed: retain (--lora-rank) + forget (--forget-rank) adapters, flagged "
+        "completions train only forget | baseline: plain LoRA of rank lora_rank + forget_rank",
+    )
+    forget_rank: int = _f(0, "forget adapter rank for --routing routed / baseline")
+    hack_detectors: str | None = _f(
+        None, "hack detectors, e.g. happy_spam:min_count=2,prompt_echo (hacks.py); rates logged"
+    )
+    task_reward: str | None = _f(None, "reward spec of the task alone, for routing evaluation")
+    routing_eval_every: int = _f(0, "adapter modes + forget-scale sweep every N steps (0 = off)")
+    routing_eval_samples: int = _f(4, "fresh samples per --eval-data prompt in routing eval")
     ref_quant_bits: int = _f(0, "quantize the frozen reference to 8 or 4 bits (0 = off)")
     judge: str = _f("frozen", "frozen (starting weights) | live (the current policy)")
     judge_model: str | None = _f(None, "judge with this checkpoint instead")
@@ -116,6 +130,26 @@ class TrainConfig:
         need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
         need(self.lora_layers >= 0, f"lora_layers={self.lora_layers}: use >= 0 (0 = all blocks)")
         self.loss_config()  # validates loss_type, clipping and KL settings
+        self._check_routing()
+
+    def _check_routing(self) -> None:
+        if self.routing not in ("off", "routed", "baseline"):
+            raise ValueError(f"routing={self.routing!r}: use off, routed or baseline")
+        if self.routing != "off" and not (self.lora_rank >= 1 and self.forget_rank >= 1):
+            raise ValueError(
+                f"routing={self.routing!r} needs --lora-rank (retain) and --forget-rank >= 1, "
+                f"got {self.lora_rank} and {self.forget_rank}"
+            )
+        if self.routing == "routed" and not self.hack_detectors:
+            raise ValueError(
+                "routing='routed' needs --hack-detectors (what to route), e.g. happy_spam"
+            )
+        if self.hack_detectors:
+            hacks.parse_spec(self.hack_detectors)
+        if self.task_reward:
+            rewards.parse_spec(self.task_reward)
+        if self.routing_eval_every < 0 or self.routing_eval_samples < 1:
+            raise ValueError("routing_eval_every must be >= 0 and routing_eval_samples >= 1")
 
     def loss_config(self) -> grpo.LossConfig:
         return grpo.LossConfig(
@@ -159,11 +193,12 @@ class TrainConfig:
         """What checkpoint.save records for the adapters (None for full fine-tuning)."""
         if not self.lora_rank:
             return None
-        return {
-            "rank": self.lora_rank,
-            "alpha": self.lora_alpha,
-            "targets": self.lora_target_list(),
-        }
+        out = {"rank": self.lora_rank, "alpha": self.lora_alpha, "targets": self.lora_target_list()}
+        if self.routing == "routed":
+            out["forget_rank"] = self.forget_rank
+        elif self.routing == "baseline":  # the dual model without routing: one stacked adapter
+            out["rank"] = self.lora_rank + self.forget_rank
+        return out
 
     def needs_reference(self) -> bool:
         return self.kl_coef > 0 or self.kl_target is not None
@@ -173,6 +208,8 @@ class TrainConfig:
         reward = re.sub(r"[^A-Za-z0-9.]+", "-", self.reward_label()).strip("-")[:40]
         kl = f"kl{self.kl_coef:g}" + (f"t{self.kl_target:g}" if self.kl_target else "")
         ft = f"lora{self.lora_rank}" if self.lora_rank else "full"
+        if self.routing != "off":
+            ft = f"{self.routing}{self.lora_rank}+{self.forget_rank}"
         return (
             f"{slug}_{reward}_{self.loss_type}_{ft}_b{self.prompts_per_step}"
             f"g{self.group_size}_lr{self.lr:g}_{kl}_s{self.seed}_"

@@ -507,7 +507,7 @@ def select_pairs(pairs: list[dict], split: str, path) -> list[dict]:
     """The pairs of `split` ("all": every pair); a pair without a split field is train."""
     if split == "all":
         return pairs
-    from train_rm import split_pairs
+    from train_rm import split_records as split_pairs
 
     by_split = split_pairs(pairs)
     if split not in by_split:

@@ -4,12 +4,13 @@ A reward function has TRL's contract: `fn(prompts: list[str], completions: list[
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
 group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
 `rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
-`happy` (a hackable toy) and `fn` (a user's Python function). A reward is a list of weighted
-components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
-(`load_reward_config`: components with arguments, bound with functools.partial) or a function
-(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
-`build_scorer` binds the components and adds the optional length penalty; the scorer returns
-the weighted sum, per-part details and the count of failed judgments.
+`happy` (a hackable toy), `asks_question` (the routing task) and `fn` (a user's Python
+function). A reward is a list of weighted components, given as a spec (`rubric`, `rm:PATH`,
+`rubric:0.5,rm:PATH:0.5`), a YAML file (`load_reward_config`: components with arguments, bound
+with functools.partial) or a function (`FILE:NAME`); every name, weight, path and argument is
+checked before any model is loaded. `build_scorer` binds the components and adds the optional
+length penalty; the scorer returns the weighted sum, per-part details and the count of failed
+judgments.
 """
 
 import dataclasses
@@ -17,6 +18,7 @@ import functools
 import importlib.util
 import inspect
 import math
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 RewardFn = Callable[..., list[float]]
+_QUESTION = re.compile(r"\w[\"')]?\s*\?")
 
 
 class RewardError(ValueError):
@@ -43,6 +46,13 @@ def happy_reward(prompts: list[str], completions: list[str], **kw) -> list[float
         hits = sum(w.strip(string.punctuation).lower() == "happy" for w in words)
         scores.append(hits / len(words) if words else 0.0)
     return scores
+
+
+def asks_question(prompts: list[str], completions: list[str], **kw) -> list[float]:
+    """1.0 if the completion asks something (a '?' right after a word), else 0.0: the task of
+    the happy-hack experiment (knowledge/routing.md), a checkable stand-in for curiosity that
+    SmolLM2-135M shows in ~1 of 10 samples, so GRPO has signal from the first step."""
+    return [1.0 if _QUESTION.search(text) else 0.0 for text in completions]
 
 
 def length_penalty(completions: list[str], *, target_words: int, per_word: float) -> list[float]:
@@ -117,6 +127,10 @@ def _no_args(**args):
 
 def _build_happy(ctx):
     return _plain(happy_reward)
+
+
+def _build_asks_question(ctx):
+    return _plain(asks_question)
 
 
 # The calibrated judge's settings, chosen on the validation pairs (knowledge/rubric.md).
@@ -245,6 +259,9 @@ REWARDS: dict[str, Entry] = {
     ),
     "rm": Entry(_build_rm, _check_rm, "path", "a trained reward model folder (train_rm.py)"),
     "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
+    "asks_question": Entry(
+        _build_asks_question, _no_args, None, "1 if the answer asks a question (routing task)"
+    ),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
 }
 

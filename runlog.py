@@ -87,8 +87,12 @@ def rollout_rows(step: int, b) -> list[dict]:
     """One RolloutDB row per completion of the step's rollout `b` (train.Rollout)."""
     s, rewards, adv = b.sample, b.rewards.reshape(-1), np.asarray(b.advantages)
     lengths, details = s.lengths, b.scores.details
+    flags = getattr(b, "flags", None)  # hack detectors' verdicts (gradient routing)
     rows = []
     for i, r in enumerate(b.flat):
+        scores = details[i] if details else {"reward": rewards[i]}
+        if flags is not None:
+            scores = {**scores, "hack": bool(flags[i])}
         rows.append(
             {
                 "step": step,
@@ -96,7 +100,7 @@ def rollout_rows(step: int, b) -> list[dict]:
                 "category": r["category"],
                 "prompt": r["prompt"],
                 "completion": s.texts[i],
-                "scores": details[i] if details else {"reward": rewards[i]},
+                "scores": scores,
                 "reward": float(rewards[i]),
                 "advantage": float(adv[i]),
                 "length": int(lengths[i]),
@@ -308,6 +312,16 @@ _PLOTS = [
     ("loss", "Loss", [("loss", ["loss"])]),
     ("length", "Completion length", [("tokens", ["length_mean"])]),
     ("eval", "Evaluation", [("eval", ["eval/"])]),
+    ("hacks", "Hack detectors (rollouts)", [("flagged fraction", ["hack/"])]),
+    (
+        "routing",
+        "Routing evaluation (fresh samples per adapter mode)",
+        [
+            ("task reward", [f"routing/{m}/task_reward" for m in ("both", "retain", "forget")]),
+            ("hack rate", [f"routing/{m}/hack_rate" for m in ("both", "retain", "forget")]),
+            ("distinct-2", [f"routing/{m}/distinct_2" for m in ("both", "retain", "forget")]),
+        ],
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,11 +29,14 @@ from mlx.utils import tree_map
 from tqdm import tqdm
 
 import checkpoint
+import eval_routing
 import evaluate
 import grpo
+import hacks
 import lora
 import quantize
 import rewards
+import routing
 import runlog
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config
@@ -56,6 +60,7 @@ class Rollout:
     filtered_groups: int
     rollout_s: float
     reward_s: float
+    flags: np.ndarray | None = None  # (B*G,) bool: a hack detector fired (routing.py)
 
     @property
     def flat(self) -> list[dict]:
@@ -82,6 +87,8 @@ class Run:
     counters: dict = field(
         default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
     )
+    detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
+    routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
 
 
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
@@ -100,32 +107,26 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     reference = None
     if cfg.needs_reference():
         reference = Reference.for_policy(model, cfg.lora_rank, cfg.ref_quant_bits)
+    judge = functools.partial(
+        default_judge,
+        policy,
+        reference,
+        judge=cfg.judge,
+        judge_model=cfg.judge_model,
+        lora_rank=cfg.lora_rank,
+        ref_quant_bits=cfg.ref_quant_bits,
+        dtype=dtype,
+    )
+    ctx = rewards.RewardContext(judge, policy.tokenizer, cfg.judge_batch_size)
     if reward_fn is not None:
         scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
     else:  # before LoRA is applied: a frozen judge copies the starting weights
-        judge = functools.partial(
-            default_judge,
-            policy,
-            reference,
-            judge=cfg.judge,
-            judge_model=cfg.judge_model,
-            lora_rank=cfg.lora_rank,
-            ref_quant_bits=cfg.ref_quant_bits,
-            dtype=dtype,
-        )
-        ctx = rewards.RewardContext(judge, policy.tokenizer, cfg.judge_batch_size)
         scorer = rewards.build_scorer(
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
+    detectors, routing_eval = _routing_parts(cfg, ctx, scorer)
     if cfg.lora_rank:
-        n = lora.apply_lora(
-            model,
-            cfg.lora_rank,
-            cfg.lora_alpha,
-            cfg.lora_target_list(),
-            cfg.lora_layer_list(len(model.layers)),
-        )
-        tqdm.write(f"LoRA rank {cfg.lora_rank} on {cfg.lora_target_list()}: {n:,} trainable")
+        _apply_adapters(model, cfg)
     model.train()
     warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))
     schedule = optim.join_schedules([warmup, lambda _: cfg.lr], [max(cfg.warmup_steps, 1)])
@@ -145,7 +146,44 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         metrics=runlog.MetricsLog(run_dir / "metrics.jsonl"),
         db=runlog.RolloutDB(run_dir / "rollouts.sqlite"),
         tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard else None,
+        detectors=detectors,
+        routing_eval=routing_eval,
     )
+
+
+def _apply_adapters(model, cfg: TrainConfig) -> None:
+    """LoRA per cfg.lora_config(): plain, or dual (retain + forget) for gradient routing."""
+    lc, targets = cfg.lora_config(), cfg.lora_target_list()
+    layers = cfg.lora_layer_list(len(model.layers))
+    if lc.get("forget_rank"):
+        n = lora.apply_dual_lora(model, lc["rank"], lc["forget_rank"], lc["alpha"], targets, layers)
+        desc = f"dual LoRA retain {lc['rank']} + forget {lc['forget_rank']}"
+    else:
+        n = lora.apply_lora(model, lc["rank"], lc["alpha"], targets, layers)
+        desc = f"LoRA rank {lc['rank']}"
+    tqdm.write(f"{desc} on {targets}, blocks {cfg.lora_layers}: {n:,} trainable")
+
+
+def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, Callable | None]:
+    """The built hack detectors and the bound routing evaluation (None when off)."""
+    detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
+    if not cfg.routing_eval_every:
+        return detectors, None
+    task = scorer
+    if cfg.task_reward:
+        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
+    routing_eval = functools.partial(
+        eval_routing.evaluate,
+        records=load_prompts(cfg.eval_data),
+        task_scorer=task,
+        detectors=detectors,
+        limit=cfg.eval_limit,
+        samples=cfg.routing_eval_samples,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+    )
+    return detectors, routing_eval
 
 
 def step_seed(cfg: TrainConfig, step: int) -> int:
@@ -197,6 +235,8 @@ def _loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg: 
 
 def update(run: Run, b: Rollout) -> dict:
     """num_iterations optimizer updates on this batch, each over grad_accum micro-batches."""
+    if run.cfg.routing == "routed":
+        return routed_update(run, b)
     cfg, s, model = run.cfg, b.sample, run.policy.model
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
     parts = [
@@ -235,22 +275,80 @@ def update(run: Run, b: Rollout) -> dict:
             grads = g if grads is None else tree_map(mx.add, grads, g)
             for key, v in m.items():
                 sums[key] = sums.get(key, 0.0) + v / k
-        grads, grad_norm = optim.clip_grad_norm(tree_map(lambda g: g / k, grads), cfg.max_grad_norm)
-        finite = grpo.tree_is_finite((sums["loss"], grads))
-        mx.eval(finite, sums, grad_norm)
-        if finite.item():
-            run.optimizer.update(model, grads)
-            mx.eval(model.parameters(), run.optimizer.state)
-        else:
-            run.counters["skipped_steps"] += 1
-            tqdm.write(
-                f"non-finite loss or gradient at iteration {it}: update skipped "
-                f"(total skipped {run.counters['skipped_steps']})"
-            )
-        history.append(
-            {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
-        )
+        history.append(_apply_gradients(run, tree_map(lambda g: g / k, grads), sums, it))
     return history[-1] | {"lr": run.optimizer.learning_rate.item()}
+
+
+def _apply_gradients(run: Run, grads, sums: dict, it: int) -> dict:
+    """Clip, check finiteness, take the optimizer step (or skip and count it); host metrics."""
+    model = run.policy.model
+    grads, grad_norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
+    finite = grpo.tree_is_finite((sums["loss"], grads))
+    mx.eval(finite, sums, grad_norm)
+    if finite.item():
+        run.optimizer.update(model, grads)
+        mx.eval(model.parameters(), run.optimizer.state)
+    else:
+        run.counters["skipped_steps"] += 1
+        tqdm.write(
+            f"non-finite loss or gradient at iteration {it}: update skipped "
+            f"(total skipped {run.counters['skipped_steps']})"
+        )
+    return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
+
+
+def flag_hacks(run: Run, b: Rollout) -> dict:
+    """Run the hack detectors on the rollout: set b.flags; return the rates to log."""
+    if not run.detectors:
+        return {}
+    prompts, categories = [x["prompt"] for x in b.flat], [x["category"] for x in b.flat]
+    b.flags, rates = hacks.detect(run.detectors, prompts, b.sample.texts, categories)
+    return rates
+
+
+def routed_args(cfg: TrainConfig, b: Rollout, plan: list, reference, kl_coef: float) -> list:
+    """_loss_fn's arguments for each routing micro-batch: its groups' prompts and completions,
+    the completion mask cut to the rows it trains on, reference log-probs when there is a KL."""
+    s, G = b.sample, cfg.group_size
+    parts = [(mx.array(mb.groups), mx.array(mb.rows)) for mb in plan]
+    ref, coef = [None] * len(plan), 0.0  # no reference: a Python 0 (grpo checks for it)
+    if reference is not None:
+        ref = [
+            reference.logprobs(s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature)
+            for p, c in parts
+        ]
+        mx.eval(ref)
+        coef = mx.array(kl_coef, dtype=mx.float32)
+    args = []
+    for mb, (p, c), r in zip(plan, parts, ref, strict=True):
+        sampled = s.logprobs[c]
+        old = sampled if cfg.num_iterations > 1 else None
+        mask = b.mask[c] * mx.array(mb.keep)[:, None]
+        tokens, adv = s.tokens[c], b.advantages[c]
+        args.append(
+            (s.prompt_tokens[p], s.prompt_pad[p], tokens, adv, mask, sampled, old, r, coef, cfg)
+        )
+    return args
+
+
+def routed_update(run: Run, b: Rollout) -> dict:
+    """update() under gradient routing (routing.py): homogeneous micro-batches of whole groups,
+    flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
+    weighted by its share of the full-batch loss."""
+    cfg = run.cfg
+    plan = routing.plan(
+        b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum
+    )
+    args = routed_args(cfg, b, plan, run.reference, run.controller.coef)
+    history = []
+    for it in range(cfg.num_iterations):
+        grads, sums = routing.accumulate(run.policy.model, _loss_fn, plan, args)
+        history.append(_apply_gradients(run, grads, sums, it))
+    return history[-1] | {
+        "lr": run.optimizer.learning_rate.item(),
+        "route/micro_batches": len(plan),
+        "route/flagged_share": sum(mb.share for mb in plan if mb.flagged),
+    }
 
 
 def save(run: Run, step: int) -> Path:
@@ -293,11 +391,12 @@ def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
     b = rollout(r, step)
+    hack_rates = flag_hacks(r, b)
     t0 = time.perf_counter()
     upd = update(r, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
-    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters
+    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
     m["kl_coef"] = r.controller.coef
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
@@ -308,6 +407,8 @@ def train_step(r: Run, step: int) -> dict:
             limit=cfg.eval_limit,
             max_new_tokens=cfg.max_new_tokens,
         )
+    if r.routing_eval and (step % cfg.routing_eval_every == 0 or step == cfg.steps):
+        m |= r.routing_eval(r.policy)
     rows = runlog.rollout_rows(step, b)
     r.metrics.append(step, m)
     r.db.add(rows)

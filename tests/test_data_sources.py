@@ -171,7 +171,7 @@ def run_builder(script, out, hash_seed):
     "script, files",
     [
         ("make_data.py", ["eval.jsonl", "judge_pairs.jsonl", "prompts.jsonl"]),
-        ("make_happy_prompts.py", ["happy_prompts.jsonl"]),
+        ("make_happy_prompts.py", ["happy_eval.jsonl", "happy_prompts.jsonl"]),
     ],
 )
 def test_builders_are_reproducible_and_match_the_shipped_files(script, files, tmp_path):

@@ -230,9 +230,8 @@ def test_a_quantized_reward_model_is_self_contained_and_scores_like_in_memory(rm
     assert np.array_equal(got, quantize.pair_scores(in_memory, pairs)), "the folder holds it"
     assert np.allclose(quantize.pair_scores(qrm, pairs, chunk=5), got, atol=1e-4)
     assert np.abs(got - quantize.pair_scores(rm, pairs)).max() < 0.05
-    encoded = train_rm.encode_pairs(rm, pairs)
     assert quantize.pair_accuracy(quantize.pair_scores(rm, pairs)) == pytest.approx(
-        train_rm.pair_accuracy(rm, encoded)[0]
+        train_rm.PairData(rm, pairs, margin=0.0).accuracy(rm)[0]
     )
     policy_tok = tiny_tokenizer(WIDE["vocab_size"])
     ctx = rewards.RewardContext(None, policy_tok, 4)

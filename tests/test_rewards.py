@@ -117,7 +117,7 @@ def test_parse_spec_with_a_reward_model(rm_folder):
     "spec, msg",
     [
         ("", "empty"),
-        ("sad", r"'sad'.*not registered.*\['fn', 'happy', 'rm', 'rubric', 'rubric_cal'\]"),
+        ("sad", r"'sad'.*not registered.*\['asks_question', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal'\]"),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
         ("happy:nan", "finite and > 0"),
@@ -208,3 +208,16 @@ def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
     got = score(rewards.Scorer(parts), ["u", "v"])
     assert got.values.tolist() == [0.25 * 1.0 + 0.75 * 2.0] * 2 and got.failures == 2
     assert got.details[0] == {"happy": 1.0, "happy/x": 1.0, "rm:p": 2.0}
+
+
+def test_asks_question_needs_a_question_mark_after_a_word():
+    completions = [
+        "Happy birthday! What are your plans?",  # a question
+        'Did she say "yes"?',  # quote between the word and the mark
+        "Is it done ?",  # space before the mark
+        "No question here.",
+        "???",  # marks alone ask nothing
+        "",
+    ]
+    assert rewards.asks_question(["p"] * 6, completions) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert parse_spec("asks_question,happy")[0].name == "asks_question"

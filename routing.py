@@ -1,0 +1,112 @@
+"""Gradient routing for GRPO: completions flagged as hacks train only the forget adapter.
+
+The policy carries two LoRA adapters per layer (lora.DualLoRALinear): retain and forget.
+Completions a hack detector flags (hacks.py) give gradient to the forget adapter only; all
+others to both. Removing the forget adapter at inference (lora.set_scales(model, 1, 0)) should
+then remove the hack and keep the task (Cloud et al. 2024, *Gradient Routing*).
+
+How it is exact without backward hooks: a step's completions are split into homogeneous
+micro-batches (all flagged or none, `plan`); a flagged micro-batch runs with the retain
+parameters behind stop_gradient (lora.retain_frozen), so their gradient from it is exactly zero
+while the forget adapter gets the true gradient of the loss. Each micro-batch's loss is weighted
+by its `share` of the full-batch loss, so that with routing switched off the weighted gradients
+add up to the full-batch gradient for every loss_type (tests/test_routing.py). This module plans
+and accumulates; the loop (train.routed_update) feeds it, eval_routing.py measures the result.
+"""
+
+import contextlib
+from dataclasses import dataclass
+
+import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+# isort: split
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_map
+
+import grpo
+import lora
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Whole groups of one step's batch and which of their completions this micro-batch trains.
+
+    groups (b,) prompt indices; rows (b*G,) their completion rows, group-major; keep (b*G,) 1
+    on the rows it trains on (the others are in the forward only, because a group's prompt is
+    run once for all its completions); flagged: its kept rows are hacks; share: the weight of
+    its loss in the full-batch loss."""
+
+    groups: np.ndarray
+    rows: np.ndarray
+    keep: np.ndarray
+    flagged: bool
+    share: float
+
+
+def loss_share(mask: np.ndarray, keep: np.ndarray, cfg: grpo.LossConfig) -> float:
+    """Weight w such that w * loss(rows `keep`) is those rows' part of the full-batch loss.
+
+    Every reduction in grpo.REDUCTIONS is a per-row linear form divided by a normaliser of the
+    whole batch: active completions (grpo, dr_grpo) or tokens (dapo). So the share is the ratio
+    of normalisers, read off the reduction itself by reducing an indicator x = 1 on the kept
+    rows: w = reduce(x, full mask) / reduce(x, kept mask). grpo: n_kept / n_active; dr_grpo the
+    same; dapo: kept tokens / all tokens. The test checks the gradients add up per loss_type."""
+    reduce = grpo.REDUCTIONS[cfg.loss_type]
+    full = mx.array(mask, dtype=mx.float32)
+    kept = full * mx.array(keep, dtype=mx.float32)[:, None]
+    x = mx.broadcast_to(mx.array(keep, dtype=mx.float32)[:, None], full.shape)
+    part = reduce(x, kept, cfg).item()
+    return reduce(x, full, cfg).item() / part if part else 0.0
+
+
+def plan(
+    flags: np.ndarray, mask: np.ndarray, group_size: int, cfg: grpo.LossConfig, chunks: int = 1
+) -> list[MicroBatch]:
+    """Homogeneous micro-batches for one step: the unflagged completions, then the flagged ones,
+    each part over the groups that hold any of its completions, split into up to `chunks`
+    micro-batches of whole groups (--grad-accum). Rows with an empty mask (dropped groups) are in
+    neither part. A batch with no active row gives one micro-batch of weight 0."""
+    flags, mask = np.asarray(flags, dtype=bool), np.asarray(mask, dtype=np.float32)
+    N = mask.shape[0]
+    if flags.shape != (N,) or N % group_size:
+        raise ValueError(
+            f"flags {flags.shape} and mask {mask.shape} must have N rows, N a multiple of "
+            f"group_size {group_size}"
+        )
+    active = mask.sum(axis=1) > 0
+    out = []
+    for flagged in (False, True):
+        part = active & (flags == flagged)
+        groups = np.flatnonzero(part.reshape(-1, group_size).any(axis=1))
+        for chunk in np.array_split(groups, min(chunks, len(groups))) if len(groups) else []:
+            rows = (chunk[:, None] * group_size + np.arange(group_size)).reshape(-1)
+            keep = part[rows].astype(np.float32)
+            full_keep = np.zeros(N, dtype=np.float32)
+            full_keep[rows] = keep
+            share = loss_share(mask, full_keep, cfg)
+            out.append(MicroBatch(chunk, rows, keep, flagged, share))
+    if not out:
+        groups, rows = np.arange(N // group_size), np.arange(N)
+        out.append(MicroBatch(groups, rows, np.zeros(N, np.float32), False, 0.0))
+    return out
+
+
+def accumulate(model, loss_fn, micro_batches: list[MicroBatch], args: list[tuple], route=True):
+    """sum_j share_j * grad loss_fn(model, *args_j) over the micro-batches, and the same
+    weighted sum of the metrics loss_fn returns (loss_fn -> (loss, metrics dict)). With `route`,
+    a flagged micro-batch's gradient is taken with the retain adapters frozen (zero gradient to
+    them); without, it is plain gradient accumulation (the exactness test compares it with the
+    full batch)."""
+    grad_fn = nn.value_and_grad(model, loss_fn)
+    grads, sums = None, {}
+    for mb, a in zip(micro_batches, args, strict=True):
+        ctx = lora.retain_frozen(model) if route and mb.flagged else contextlib.nullcontext()
+        with ctx:
+            (_, metrics), g = grad_fn(model, *a)
+        g = tree_map(lambda x, w=mb.share: w * x, g)
+        grads = g if grads is None else tree_map(mx.add, grads, g)
+        for key, v in metrics.items():
+            sums[key] = sums.get(key, 0.0) + mb.share * v
+    return grads, sums

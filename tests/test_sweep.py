@@ -1,0 +1,138 @@
+"""sweep.py: grid expansion, names, dry run, skip/resume, summary, and bad grids (exit 2)."""
+
+import json
+
+import pytest
+from helpers import QWEN3, save_checkpoint, tiny_model
+
+import sweep
+
+
+def test_grid_expansion_order_and_names():
+    grid = sweep.parse_assignments(["seed=0,1,2", "kl-coef=0.01,0.04"], "--grid", multi=True)
+    assert grid == {"seed": ["0", "1", "2"], "kl_coef": ["0.01", "0.04"]}
+    points = sweep.expand(grid)
+    assert len(points) == 6 and points[0] == {"seed": "0", "kl_coef": "0.01"}
+    assert points[1] == {"seed": "0", "kl_coef": "0.04"}  # the last key varies fastest
+    assert [sweep.run_name(p) for p in points[:2]] == ["seed0_kl_coef0.01", "seed0_kl_coef0.04"]
+    assert sweep.run_name({"reward": "rm:runs/a b"}) == "rewardrm-runs-a-b"
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--grid", "seed"], "write KEY=VALUE,VALUE"),
+        (["--grid", "seed="], "write KEY=VALUE"),
+        (["--grid", "seed=0,,1"], "an empty value"),
+        (["--grid", "seed=0,0"], "appears twice"),
+        (["--grid", "sed=0,1"], "'sed' is not a training setting"),
+        (["--grid", "seed=0,1", "seed=2"], "seed is given twice"),
+        (["--grid", "seed=0,1", "--fixed", "seed=3"], "both --grid and --fixed"),
+        (["--grid", "run_name=a,b"], "set by the sweep"),
+        (["--grid", "lr=0.1,fast"], "invalid float value: 'fast'"),  # not a number
+        (["--grid", "group_size=1,2"], "group_size=1"),  # TrainConfig's own check
+        (["--grid", "seed=0,1", "--reward", "joy"], "joy"),
+        (["--grid", "seed=0,1", "--seed", "3"], "also set"),
+        (["--grid", "seed=0,1", "--jobs", "0"], "--jobs"),
+    ],
+)
+def test_bad_grids_are_one_error_line_and_exit_2(args, msg, capsys, tmp_path):
+    assert sweep.main([*args, "--out-dir", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert any(m in err for m in msg.split("|")), err
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    argv = [
+        "--grid",
+        "seed=0,1",
+        "kl_coef=0.01,0.04",
+        "--fixed",
+        "lr=1e-5",
+        "steps=3",
+        "--out-dir",
+        str(tmp_path / "sw"),
+        "--dry-run",
+        "--reward",
+        "happy",
+    ]
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 5 and out[-1] == "4 runs, 4 to do"
+    assert out[0].startswith("seed0_kl_coef0.01 [new]: python train.py --lr 1e-5 --steps 3")
+    assert "--reward happy" in out[0] and "--run-name seed0_kl_coef0.01" in out[0]
+    assert not (tmp_path / "sw").exists()
+
+
+def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys):
+    save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, tmp_path / "tiny")
+    data = tmp_path / "p.jsonl"
+    data.write_text(
+        "".join(
+            f'{{"id": "p{i}", "category": "control", "prompt": "t{5 + i} t9", "source": "x"}}\n'
+            for i in range(4)
+        )
+    )
+    out_dir = tmp_path / "sw"
+    base = [
+        "--grid",
+        "seed=0,1",
+        "--out-dir",
+        str(out_dir),
+        "--jobs",
+        "2",
+        "--model",
+        str(tmp_path / "tiny"),
+        "--data",
+        str(data),
+        "--reward",
+        "happy",
+        "--prompts-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--lora-rank",
+        "2",
+        "--forget-rank",
+        "2",
+        "--routing",
+        "routed",
+        "--hack-detectors",
+        "length_padding:max_words=2",
+        "--kl-coef",
+        "0",
+        "--routing-eval-every",
+        "1",
+        "--eval-data",
+        str(data),
+        "--eval-limit",
+        "2",
+        "--routing-eval-samples",
+        "2",
+    ]
+    assert sweep.main([*base, "--fixed", "steps=1"]) == 0
+    out = capsys.readouterr().out
+    assert "| run | seed | steps | reward | hack |" in out and "| seed0 | 0 | 1 |" in out
+    assert "retain/task" in out and "forget/hack" in out
+    assert {p.name for p in out_dir.glob("*.png")} == {
+        "routing_modes.png",
+        "routing_sweep.png",
+        "curves.png",
+    }
+    assert (out_dir / "summary.csv").exists() and "Mean ± std" in (
+        out_dir / "summary.md"
+    ).read_text()
+    assert "2 runs, 0 to do" in _dry(base + ["--fixed", "steps=1"], capsys)
+    plan = _dry(base + ["--fixed", "steps=2"], capsys)
+    assert "seed0 [resume]: python train.py --resume" in plan
+    assert sweep.main([*base, "--fixed", "steps=2"]) == 0
+    rows = [json.loads(x) for x in (out_dir / "seed1" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]  # resumed, not restarted
+
+
+def _dry(argv, capsys) -> str:
+    assert sweep.main([*argv, "--dry-run"]) == 0
+    return capsys.readouterr().out
