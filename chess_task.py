@@ -486,14 +486,14 @@ def chess_reward(prompts, completions, *, records: Sequence[dict], **kw) -> list
     return [d["reward"] for d in chess_reward_details(prompts, completions, records=records)]
 
 
-def make_chess_reward(records: Sequence[dict]) -> RewardFn:
-    """A reward `fn(prompts, completions, **kw)` that finds each prompt's record itself (for a
-    loop that passes only prompts, like train.py). Unknown prompts raise."""
+def record_finder(records: Sequence[dict]) -> Callable[[list], list[dict]]:
+    """`find(prompts) -> records`, the record of each prompt (string or conversation); a prompt
+    without a record raises, naming it and the fix."""
     by_prompt = {r["prompt"]: r for r in records}
     if len(by_prompt) != len(records):
-        raise ValueError("make_chess_reward: two records share a prompt; load them with load_chess")
+        raise ValueError("chess records: two records share a prompt; load them with load_chess")
 
-    def reward(prompts, completions, **kw) -> list[float]:
+    def find(prompts) -> list[dict]:
         prompts = [_text(p) for p in prompts]
         missing = [p for p in prompts if p not in by_prompt]
         if missing:
@@ -501,7 +501,18 @@ def make_chess_reward(records: Sequence[dict]) -> RewardFn:
                 f"chess reward: {len(missing)} prompt(s) have no record, first "
                 f"{missing[0][:80]!r}; build the reward from the records the prompts came from"
             )
-        return chess_reward(prompts, completions, records=[by_prompt[p] for p in prompts])
+        return [by_prompt[p] for p in prompts]
+
+    return find
+
+
+def make_chess_reward(records: Sequence[dict]) -> RewardFn:
+    """A reward `fn(prompts, completions, **kw)` that finds each prompt's record itself (for a
+    loop that passes only prompts). Unknown prompts raise."""
+    find = record_finder(records)
+
+    def reward(prompts, completions, **kw) -> list[float]:
+        return chess_reward(prompts, completions, records=find(prompts))
 
     reward.__name__ = "chess"
     return reward

@@ -32,11 +32,12 @@ import grpo
 import lora
 import rewards
 import runlog
+import tasks
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from gwen import GroupSample, Gwen, sequence_logprobs
 from kernels import masked_mean
 from load_weights import LoadError
-from prompts import DataError, PromptStream, load_prompts
+from prompts import DataError, PromptStream
 from reference import Reference, default_judge
 
 
@@ -75,17 +76,20 @@ class Run:
     controller: grpo.AdaptiveKLController
     metrics: runlog.MetricsLog
     db: runlog.RolloutDB
+    baseline_state: dict = field(default_factory=dict)  # grpo.baseline_update's, per category
     counters: dict = field(
         default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
     )
 
 
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
-    records = load_prompts(cfg.data)  # bad files fail here, before any model work
-    eval_records = load_prompts(cfg.eval_data) if cfg.eval_every else []
+    task = tasks.get(cfg.task)
+    records = task.load(cfg.data)  # bad files fail here, before any model work
+    eval_records = task.load(cfg.eval_data) if cfg.eval_every else []
     mx.random.seed(cfg.seed)  # only LoRA init draws from MLX's global RNG
     dtype = backend.parse_dtype(cfg.dtype)
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
+    policy.system_prompt, policy.examples = task.system_prompt, task.examples
     model = policy.model
     reference = None
     if cfg.needs_reference():
@@ -103,7 +107,9 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
             ref_quant_bits=cfg.ref_quant_bits,
             dtype=dtype,
         )
-        ctx = rewards.RewardContext(judge, policy.tokenizer, cfg.judge_batch_size)
+        ctx = rewards.RewardContext(
+            judge, policy.tokenizer, cfg.judge_batch_size, records + eval_records
+        )
         scorer = rewards.build_scorer(
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
@@ -155,7 +161,16 @@ def rollout(run: Run, step: int) -> Rollout:
     scores = run.scorer([r["prompt"] for r in flat], sample.texts, [r["category"] for r in flat])
     t2 = time.perf_counter()
     reward_grid = scores.values.reshape(len(batch), G)
-    adv = grpo.group_advantages(reward_grid, scale_by_std=cfg.scale_by_std, std_floor=cfg.std_floor)
+    keys, state = [r["category"] for r in batch], run.baseline_state
+    adv = grpo.advantages(
+        cfg.baseline,
+        reward_grid,
+        keys,
+        state,
+        scale_by_std=cfg.scale_by_std,
+        std_floor=cfg.std_floor,
+    )
+    run.baseline_state = grpo.baseline_update(state, reward_grid, keys, cfg.baseline_decay)
     keep = None
     if cfg.min_group_std > 0:
         keep = mx.logical_not(grpo.low_variance_groups(reward_grid, cfg.min_group_std))
@@ -240,6 +255,7 @@ def save(run: Run, step: int) -> Path:
     state = {
         "data": run.stream.state(),
         "kl_controller": run.controller.state_dict(),
+        "baseline": run.baseline_state,
         "counters": dict(run.counters),
         "sqlite_rows": run.db.flush(),
     }
@@ -263,6 +279,7 @@ def resume_into(run: Run) -> int:
     )
     run.stream.load_state(state["data"])
     run.controller = grpo.AdaptiveKLController.from_state_dict(state["kl_controller"])
+    run.baseline_state = state.get("baseline", {})  # checkpoints before issue 15 have none
     run.counters.update(state["counters"])
     run.metrics.truncate_after(state["step"])
     run.db.truncate_after(state["step"])
@@ -280,6 +297,7 @@ def train_step(r: Run, step: int) -> dict:
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters
     m["kl_coef"] = r.controller.coef
+    m |= {f"baseline/{key}": s["mean"] for key, s in r.baseline_state.items()}
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
         m |= evaluate.evaluate(

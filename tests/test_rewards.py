@@ -117,7 +117,7 @@ def test_parse_spec_with_a_reward_model(rm_folder):
     "spec, msg",
     [
         ("", "empty"),
-        ("sad", r"'sad'.*not registered.*\['fn', 'happy', 'rm', 'rubric'\]"),
+        ("sad", r"'sad'.*not registered.*\['chess', 'fn', 'happy', 'rm', 'rubric'\]"),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
         ("happy:nan", "finite and > 0"),
