@@ -8,7 +8,7 @@ records with `id`, `prompt` (the user turn) and `category`, the record's group k
 category for values, the task type (P or A) for chess. Advantage baselines, rollout logs and
 evaluation group by it, so evaluation reports the reward and each reward part per task type
 (chess: `format` is the validity rate). A task may open every policy prompt with a system
-message and example turns (chess: a worked example of the prompt's task type) and names the
+message and example turns (chess: worked examples of the prompt's task type) and names the
 registered rewards it cannot use. It loads and checks; it does not sample, score or train.
 """
 
@@ -25,10 +25,15 @@ def load_chess_records(path) -> list[dict]:
 
 
 # Few-shot turns per task type, taken from data/chess/train.jsonl (CHESS_EXAMPLE_IDS; tests check
-# they match): a P: prompt opens with the P: example, an A: prompt with the A: one. Without them
-# SmolLM2-135M answered no val prompt in either format (knowledge/chess.md, "Training").
+# they match): a P: prompt opens with two P: examples, an A: prompt with two A: ones. Measured on
+# 16 val prompts (knowledge/chess.md, "Training"): with no examples, or with one of each task,
+# SmolLM2-135M wrote no P: answer in format; with its own task's examples P: answers start "M:".
 CHESS_EXAMPLES = {
     "P": (
+        (
+            "P: r4b2/1pn2kr1/2Np1ppp/B2Pp3/3Q3P/1bNK1P2/PPP3B1/R6R b - - 0 21",
+            "M: e5d4 b3c2 c7d5 b7c6 f7g8 E: -5.45 -5.77 -7.32 -7.38 -7.69 B: e5d4",
+        ),
         (
             "P: 2brk2r/pBp1nqpp/8/3Pp2n/3PP3/BP4P1/P4P1P/RN1K2NR b k - 2 18",
             "M: c8b7 h5f6 f7f2 c8g4 e8g8 E: 6.07 5.28 5.19 4.99 4.65 B: c8b7",
@@ -36,13 +41,18 @@ CHESS_EXAMPLES = {
     ),
     "A": (
         (
+            "A: rn3b1r/p3pkpp/4b3/2p2p2/3p2P1/QP1N4/P2P1P1P/RNB2K1R b - - 0 18+f7e8+"
+            "g5f3,e2f3,c3f3,g3g4,c8e6,h3f4,f3d3,f4d3+",
+            "rn2kb1r/p3p1pp/4b3/2p2p2/3p2P1/QP1N4/P2P1P1P/RNB2K1R w - - 1 19+0+0+0",
+        ),
+        (
             "A: r2qkrn1/1b1p4/n2bpp2/Ppp3pp/2PPP1P1/2N2Q2/P4PBP/R1B1K1NR w Kq - 2 22+e1d1+"
             "h3g2,c8b7,a1b1,f7f8,e2f3,g6g5,b1a1,e7d6+",
             "r2qkrn1/1b1p4/n2bpp2/Ppp3pp/2PPP1P1/2N2Q2/P4PBP/R1BK2NR b q - 3 22+0+0+0",
         ),
     ),
 }
-CHESS_EXAMPLE_IDS = ("train-00000", "train-00005")
+CHESS_EXAMPLE_IDS = ("train-00002", "train-00000", "train-00009", "train-00005")
 
 
 def chess_examples(prompt: str) -> tuple[tuple[str, str], ...]:

@@ -8,15 +8,18 @@ import sqlite3
 
 import backend  # noqa: F401
 
+import mlx.core as mx
 import numpy as np
 import pytest
-from helpers import QWEN3, tiny_model, tiny_tokenizer
+from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 
 import chess_task as ct
+import evaluate
 import rewards
 import tasks
 import train
 from gwen import Gwen
+from load_weights import load
 
 
 def config(tmp_path, **kw):
@@ -128,3 +131,31 @@ def test_chess_run_on_a_tiny_model_needs_no_engine(tmp_path, monkeypatch):
     db = sqlite3.connect(run_dir / "rollouts.sqlite")
     categories = {c for (c,) in db.execute("SELECT category FROM rollouts")}
     assert categories <= {"P", "A"} and categories
+
+
+def test_evaluate_cli_refuses_judge_rewards_and_bad_files(capsys):
+    assert evaluate.main(["--task", "values"]) == 2  # rubric needs a judge model
+    assert evaluate.main(["--task", "chess", "--data", "missing.jsonl"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: ") and "judge" in err[0]
+    assert err[1].startswith("error: missing.jsonl")
+
+
+def test_evaluate_loads_a_lora_checkpoint_onto_its_base(tmp_path):
+    """The held-out figures of knowledge/chess.md come from evaluate.load_policy: a LoRA
+    checkpoint must give the trained policy's outputs, not the base model's."""
+
+    import evaluate
+
+    base_dir = tmp_path / "base"
+    save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, base_dir)
+    policy = Gwen(*load(str(base_dir)))
+    cfg = config(tmp_path, model=str(base_dir), steps=1, lora_rank=4, lr=0.5, group_size=2)
+    reward = lambda prompts, completions, **kw: [float(len(c)) for c in completions]  # noqa: E731
+    run_dir = train.run(cfg, policy=policy, reward_fn=reward)
+    loaded = evaluate.load_policy(str(run_dir / "checkpoints" / "step_000001"))
+    tokens = np.array([[5, 6, 7, 8]])
+    want, got = policy.model(mx.array(tokens)), loaded.model(mx.array(tokens))
+    base = Gwen(*load(str(base_dir))).model(mx.array(tokens))
+    assert np.allclose(np.array(got), np.array(want), atol=1e-5)
+    assert not np.allclose(np.array(base), np.array(want), atol=1e-3), "the adapters did train"
