@@ -17,6 +17,7 @@ from pathlib import Path
 import grpo
 import hacks
 import rewards
+import tasks
 
 
 def _f(default, help_text, **kw):
@@ -26,15 +27,25 @@ def _f(default, help_text, **kw):
 @dataclass
 class TrainConfig:
     model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
-    reward: str = _f("rubric", "reward spec: rubric | rm:PATH | happy | mix rubric:0.5,rm:PATH:0.5")
+    # The environment (tasks.py) and the advantage baseline (grpo.advantages).
+    task: str = _f("values", "values (rubric prompts) | chess (P:/A: tasks, graduated reward)")
+    baseline: str = _f("group", "advantage baseline: group | ema (per task type) | adaptive")
+    baseline_decay: float = _f(0.9, "per-step decay of the ema/adaptive baseline's average")
+    reward: str | None = _f(
+        None,
+        "reward spec (default: the task's, rubric | chess): rubric | rm:PATH | happy | chess | "
+        "mix rubric:0.5,rm:PATH:0.5",
+    )
     reward_config: str | None = _f(None, "YAML file of reward components (replaces --reward)")
     reward_fn: str | None = _f(None, "FILE.py:FUNCTION, a reward function (replaces --reward)")
     data: str | None = _f(
         None,
-        "training prompts, validated before step 1 (default: "
-        "data/prompts.jsonl; data/happy_prompts.jsonl for --reward happy)",
+        "training prompts, validated before step 1 (default: the task's, data/prompts.jsonl "
+        "or data/chess/train.jsonl; data/happy_prompts.jsonl for --reward happy)",
     )
-    eval_data: str = _f("data/eval.jsonl", "held-out prompts for --eval-every")
+    eval_data: str | None = _f(
+        None, "held-out prompts for --eval-every (default: data/eval.jsonl, data/chess/val.jsonl)"
+    )
     steps: int = _f(60, "optimizer steps to run (total, including resumed ones)")
     prompts_per_step: int = _f(4, "distinct prompts B per step")
     group_size: int = _f(8, "completions G per prompt (>= 2 for a group baseline)")
@@ -114,12 +125,25 @@ class TrainConfig:
             self.steps >= 1 and self.max_new_tokens >= 1 and self.num_iterations >= 1,
             "steps, max_new_tokens and num_iterations must be >= 1",
         )
-        self.reward_components()  # names, weights, paths, files: before any model is loaded
+        task = tasks.get(self.task)  # the one place the task's defaults are applied
+        if self.reward is None:
+            self.reward = task.reward
+        components = self.reward_components()  # names, weights, paths: before any model loads
+        tasks.check_rewards(task, [c.name for c in components])
         need(self.judge_batch_size >= 1, f"judge_batch_size={self.judge_batch_size}: use >= 1")
         if self.data is None:  # the toy reward needs prompts that sometimes draw "happy"
-            self.data = (
-                "data/happy_prompts.jsonl" if self.reward == "happy" else "data/prompts.jsonl"
-            )
+            happy = self.task == "values" and self.reward == "happy"
+            self.data = "data/happy_prompts.jsonl" if happy else task.data
+        if self.eval_data is None:
+            self.eval_data = task.eval_data
+        need(
+            self.baseline in grpo.BASELINES,
+            f"baseline={self.baseline!r}: use one of {sorted(grpo.BASELINES)}",
+        )
+        need(
+            0 <= self.baseline_decay < 1,
+            f"baseline_decay={self.baseline_decay}: must be in [0, 1), e.g. 0.9",
+        )
         need(self.judge in ("frozen", "live"), f"judge={self.judge!r}: use frozen or live")
         need(self.ref_quant_bits in (0, 4, 8), f"ref_quant_bits={self.ref_quant_bits}: 0, 4, 8")
         need(

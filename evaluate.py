@@ -34,7 +34,7 @@ import rewards
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError
 from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
-from rewards import criterion_means
+from rewards import category_means
 
 PUSHBACK_MARKERS = (
     "actually",
@@ -86,14 +86,10 @@ def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens:
         chunk = recs[i : i + 16]
         s = policy.sample_group([r["prompt"] for r in chunk], 1, max_new_tokens, temperature=0.0)
         texts += s.texts
-    scores = scorer([r["prompt"] for r in recs], texts, [r["category"] for r in recs])
-    values, details = scores.values, scores.details
-    out = {}
-    for cat in sorted({r["category"] for r in recs}):
-        idx = [i for i, r in enumerate(recs) if r["category"] == cat]
-        out[f"eval/{cat}/reward"] = float(np.nanmean(values[idx])) if idx else None
-        means = criterion_means([details[i] for i in idx]) if details else {}
-        out |= {f"eval/{cat}/{name}": v for name, v in means.items() if v is not None}
+    categories = [r["category"] for r in recs]
+    scores = scorer([r["prompt"] for r in recs], texts, categories)
+    values = scores.values
+    out = category_means("eval", categories, values, scores.details)
     controls = [t for t, r in zip(texts, recs, strict=True) if r["category"] == "control"]
     if controls:
         out["eval/control_pushback_rate_lexical"] = float(

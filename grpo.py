@@ -1,4 +1,4 @@
-"""GRPO math for rl-values: group-relative advantages, the clipped policy loss, the KL controller.
+"""GRPO math for rl-values: advantages and their baselines, the clipped loss, the KL controller.
 
 Implements exactly these policy-gradient variants (`LossConfig.loss_type`), all with a token-level
 PPO-clipped importance ratio against the rollout-time (old) log-probs and an optional per-token
@@ -9,13 +9,17 @@ KL penalty to a frozen reference policy added to the loss (not folded into the r
            completions; use with group_advantages(scale_by_std=False). No length or std bias.
   dapo     DAPO's token-level loss with clip-higher (Yu et al. 2025): sum over every token of the
            batch / token count, eps_high (0.28) > eps_low (0.2).
+Baselines (`advantages`, one function per name): `group`, the group mean (GRPO); `ema`, a moving
+average of earlier rewards per key (task type or prompt category); `adaptive`, the group mean
+where the group's rewards spread and the key's EMA where they are flat. The KL penalty is one of
+reverse / forward / symmetric (kernels.kl_per_token); all three are measured every call.
 Not implemented: GSPO's sequence-level ratio, value functions / GAE, DAPO's dynamic resampling and
 overlong reward shaping (the trainer may drop groups with `low_variance_groups`). No model code,
 no trainer: arrays in, arrays out.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -58,15 +62,22 @@ def group_advantages(rewards, *, scale_by_std: bool = True, std_floor: float = 1
     A failed reward is left out of the baseline and gets advantage 0 (no gradient signal); a group
     with fewer than 2 finite rewards has no baseline and gets all zeros. Never returns NaN.
     """
+    _check_floor(scale_by_std, std_floor)
+    return mx.array(_group(np.asarray(rewards, np.float64), scale_by_std, std_floor))
+
+
+def _check_floor(scale_by_std: bool, std_floor: float) -> None:
     if scale_by_std and not std_floor > 0:
         raise ValueError(f"std_floor={std_floor}: must be > 0 with scale_by_std (e.g. 1e-2)")
-    r = np.asarray(rewards, dtype=np.float64)
+
+
+def _group(r: np.ndarray, scale_by_std: bool, std_floor: float) -> np.ndarray:
     finite, n, mean, std = _group_stats(r)
     adv = np.where(finite, r - mean[:, None], 0.0)
     if scale_by_std:
         adv = adv / np.maximum(std, std_floor)[:, None]
     adv[n < 2] = 0.0
-    return mx.array(adv.astype(np.float32))
+    return adv.astype(np.float32)
 
 
 def low_variance_groups(rewards, min_std: float) -> mx.array:
@@ -89,6 +100,102 @@ def reward_stats(rewards) -> dict[str, float]:
         "reward_failed": int((~finite).sum()),
         "frac_groups_zero_std": float(((n < 2) | (std == 0)).mean()),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines: what each reward is compared with. One function per variant, chosen by name in
+# `advantages`; the EMA state is a plain dict {key: {"mean", "var"}} that the trainer keeps in
+# its checkpoints. A key is the record's category (a values prompt category, a chess task type).
+
+
+def baseline_update(state: dict, rewards, keys: Sequence[str], decay: float) -> dict:
+    """The per-key EMA after this step (a new dict; `state` is not changed).
+
+    For each key with finite rewards this step (x, from all its groups): the first time,
+    mean = mean(x) and var = mean((x - mean)^2); after that, with m the previous mean,
+    mean <- decay * m + (1 - decay) * mean(x), var <- decay * var + (1 - decay) * mean((x - m)^2).
+    var tracks the squared error of the baseline the step actually used (m), drift included.
+    Keys without a finite reward this step keep their state."""
+    if not 0.0 <= decay < 1.0:
+        raise ValueError(f"decay={decay}: must be in [0, 1) (0.9 averages over ~10 steps)")
+    r = _check_keys(rewards, keys)
+    new = {key: dict(v) for key, v in state.items()}
+    for key in sorted(set(keys)):
+        x = r[[i for i, k in enumerate(keys) if k == key]]
+        x = x[np.isfinite(x)]
+        if x.size == 0:
+            continue
+        if key not in new:
+            new[key] = {"mean": float(x.mean()), "var": float(x.var())}
+            continue
+        m, v = new[key]["mean"], new[key]["var"]
+        new[key] = {
+            "mean": float(decay * m + (1.0 - decay) * x.mean()),
+            "var": float(decay * v + (1.0 - decay) * np.mean((x - m) ** 2)),
+        }
+    return new
+
+
+def _check_keys(rewards, keys: Sequence[str]) -> np.ndarray:
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 2 or len(keys) != r.shape[0]:
+        raise ValueError(
+            f"rewards {r.shape} and {len(keys)} keys: need (B, G) rewards and one key per group"
+        )
+    return r
+
+
+def _ema(r, keys, state, scale_by_std, std_floor) -> np.ndarray:
+    # A key not yet in `state` (its first step) is its own baseline: this step's statistics.
+    first = baseline_update({}, r, keys, 0.0)
+    stats = [state.get(k) or first.get(k) for k in keys]
+    base = np.array([s["mean"] if s else np.nan for s in stats])  # (B,)
+    std = np.sqrt([s["var"] if s else np.nan for s in stats])
+    finite = np.isfinite(r) & np.isfinite(base)[:, None]
+    adv = np.where(finite, r - np.where(np.isfinite(base), base, 0.0)[:, None], 0.0)
+    if scale_by_std:
+        adv = adv / np.maximum(np.nan_to_num(std), std_floor)[:, None]
+    return adv.astype(np.float32)
+
+
+def _adaptive(r, keys, state, scale_by_std, std_floor) -> np.ndarray:
+    # A group whose rewards spread keeps GRPO's group mean; a flat one (std < std_floor, or
+    # fewer than 2 finite rewards) has no within-group signal and is compared with its key's EMA.
+    _, n, _, std = _group_stats(r)
+    flat = (n < 2) | (std < std_floor)
+    ema = _ema(r, keys, state, scale_by_std, std_floor)
+    return np.where(flat[:, None], ema, _group(r, scale_by_std, std_floor))
+
+
+# The one place a --baseline picks its function; TrainConfig validates against these keys.
+BASELINES: dict[str, Callable] = {
+    "group": lambda r, keys, state, scale, floor: _group(r, scale, floor),
+    "ema": _ema,
+    "adaptive": _adaptive,
+}
+
+
+def advantages(
+    baseline: str,
+    rewards,
+    keys: Sequence[str],
+    state: dict,
+    *,
+    scale_by_std: bool = True,
+    std_floor: float = 1e-2,
+) -> mx.array:
+    """(B, G) float32 advantages of (B, G) rewards (NaN = failed) against `baseline`:
+      group     A = (r - group mean) / group std: `group_advantages` (GRPO)
+      ema       A = (r - m_k) / sqrt(v_k), m_k and v_k the EMA of key k = keys[b] from earlier
+                steps (`baseline_update`); a key's first step uses that step's statistics
+      adaptive  group where the group's std >= std_floor, ema where the group is flat
+    The std division happens only with `scale_by_std`, floored at `std_floor`. A failed reward
+    gets advantage 0 and never enters a baseline; the result is never NaN."""
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline={baseline!r}: use one of {sorted(BASELINES)}")
+    _check_floor(scale_by_std, std_floor)
+    r = _check_keys(rewards, keys)
+    return mx.array(BASELINES[baseline](r, list(keys), state, scale_by_std, std_floor))
 
 
 def flatten_groups(
@@ -236,16 +343,15 @@ def policy_loss(
     per_token = mx.clip(per_token, -cfg.max_token_loss, cfg.max_token_loss)
     pg_loss = reduce(per_token, mask, cfg)
 
-    if ref_logp is None:
-        kl = mx.zeros_like(logp)
-    else:
-        kl = kl_per_token(
-            mx.where(on, logp, 0.0),
-            mx.where(on, ref_logp, 0.0),
-            estimator=cfg.kl_estimator,
-            direction=cfg.kl_direction,
-            max_log_ratio=cfg.max_log_ratio,
-        )
+    # Every direction is measured (a metric each, cheap (N, T) work); the configured one is in
+    # the loss and is what the KL controller sees.
+    kl_by_direction = {d: mx.zeros_like(logp) for d in KL_DIRECTIONS}
+    if ref_logp is not None:
+        lp, ref = mx.where(on, logp, 0.0), mx.where(on, ref_logp, 0.0)
+        kl_by_direction = {
+            d: kl_per_token(lp, ref, cfg.kl_estimator, d, cfg.max_log_ratio) for d in KL_DIRECTIONS
+        }
+    kl = kl_by_direction[cfg.kl_direction]
     kl_loss = reduce(kl, mask, cfg)
     loss = pg_loss + kl_coef * kl_loss
 
@@ -258,6 +364,7 @@ def policy_loss(
         "policy_loss": pg_loss,
         "kl_loss": kl_loss,  # the reduced KL before kl_coef
         "kl_mean": masked_mean(kl, mask),  # per-token mean: the unit for AdaptiveKLController
+        **{f"kl/{d}": masked_mean(k, mask) for d, k in kl_by_direction.items()},
         "ratio_mean": masked_mean(ratio, mask),
         "ratio_max": mx.max(mx.where(on, ratio, 0.0)),
         "clip_frac_low": masked_mean(low.astype(mx.float32), mask),

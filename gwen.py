@@ -14,6 +14,7 @@ prefill, cache and sampler (chat.py's page shows it). It is not a chat server: n
 import argparse
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import backend
@@ -62,7 +63,9 @@ def completion_mask(tokens: mx.array, eos_ids) -> mx.array:
 
 class Gwen:
     """A model and its tokenizer as the RL loop uses them. `enable_thinking` is passed to the
-    chat template (Qwen3: off by default); `sampler` is "numpy" or "mlx" (sampling.py)."""
+    chat template (Qwen3: off by default); `system_prompt` and `examples(prompt)` (few-shot
+    (user, assistant) turns for that prompt) open every prompt; `sampler` is "numpy" or "mlx"
+    (sampling.py)."""
 
     def __init__(
         self,
@@ -70,9 +73,11 @@ class Gwen:
         tokenizer,
         system_prompt: str | None = None,
         enable_thinking: bool = False,
+        examples: Callable[[str], Sequence[tuple[str, str]]] | None = None,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.system_prompt, self.enable_thinking = system_prompt, enable_thinking
+        self.examples = examples
         self.eos_ids = self._eos_ids()
         self.pad_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
@@ -100,6 +105,7 @@ class Gwen:
             prompt,
             system=self.system_prompt,
             enable_thinking=self.enable_thinking,
+            examples=self.examples(prompt) if self.examples else (),
         )
 
     def left_pad(self, seqs: list[list[int]]) -> tuple[mx.array, mx.array]:

@@ -4,13 +4,13 @@ A reward function has TRL's contract: `fn(prompts: list[str], completions: list[
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
 group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
 `rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
-`happy` (a hackable toy), `asks_question` (the routing task) and `fn` (a user's Python
-function). A reward is a list of weighted components, given as a spec (`rubric`, `rm:PATH`,
-`rubric:0.5,rm:PATH:0.5`), a YAML file (`load_reward_config`: components with arguments, bound
-with functools.partial) or a function (`FILE:NAME`); every name, weight, path and argument is
-checked before any model is loaded. `build_scorer` binds the components and adds the optional
-length penalty; the scorer returns the weighted sum, per-part details and the count of failed
-judgments.
+`happy` (a hackable toy), `asks_question` (the routing task), `chess` (chess_task's graduated
+reward against the chess task's labels) and `fn` (a user's Python function). A reward is a list
+of weighted components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML
+file (`load_reward_config`: components with arguments, bound with functools.partial) or a
+function (`FILE:NAME`); every name, weight, path and argument is checked before any model is
+loaded. `build_scorer` binds the components and adds the optional length penalty; the scorer
+returns the weighted sum, per-part details and the count of failed judgments.
 """
 
 import dataclasses
@@ -77,6 +77,21 @@ def criterion_means(details: list[dict]) -> dict:
     return out
 
 
+def category_means(prefix: str, categories: list[str], values, details) -> dict:
+    """`{prefix}/{category}/reward` (mean of the finite rewards) and `{prefix}/{category}/{part}`
+    (criterion_means) per category: the rubric's criteria per prompt category, or the chess
+    reward's parts (`format` = validity rate) per task type."""
+    values = np.asarray(values, dtype=np.float64)
+    out = {}
+    for cat in sorted(set(categories)):
+        idx = [i for i, c in enumerate(categories) if c == cat]
+        finite = values[idx][np.isfinite(values[idx])]
+        out[f"{prefix}/{cat}/reward"] = float(finite.mean()) if finite.size else None
+        means = criterion_means([details[i] for i in idx]) if details else {}
+        out |= {f"{prefix}/{cat}/{name}": v for name, v in means.items() if v is not None}
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # The registry and the scorer
 
@@ -94,11 +109,13 @@ class Scores:
 @dataclass
 class RewardContext:
     """What reward components may need, built only when one asks: `judge()` returns (a Gwen, a
-    context manager to judge inside); `tokenizer` is the policy's (a reward model must share it)."""
+    context manager to judge inside); `tokenizer` is the policy's (a reward model must share it);
+    `records` are the task's train and eval records (the chess reward's labels)."""
 
     judge: Callable[[], tuple] | None = None
     tokenizer: object = None
     judge_batch_size: int = 24
+    records: list[dict] | None = None  # the task's labelled records (a ground-truth reward's)
 
 
 @dataclass(frozen=True)
@@ -216,6 +233,20 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
     return score
 
 
+def _build_chess(ctx):
+    import chess_task
+
+    if not ctx.records or any("task" not in r for r in ctx.records):
+        raise ValueError("the chess reward scores against chess labels: run with --task chess")
+    find = chess_task.record_finder(ctx.records)
+
+    def score(prompts, completions, categories):
+        details = chess_task.chess_reward_details(prompts, completions, records=find(prompts))
+        return Scores(np.array([d["reward"] for d in details], dtype=np.float64), details, 0)
+
+    return score
+
+
 def load_function(file: str, function: str) -> RewardFn:
     """A user's reward function `function` from the Python file `file`."""
     path = Path(file)
@@ -262,6 +293,7 @@ REWARDS: dict[str, Entry] = {
     "asks_question": Entry(
         _build_asks_question, _no_args, None, "1 if the answer asks a question (routing task)"
     ),
+    "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
 }
 

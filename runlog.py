@@ -25,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 
 import grpo
-from rewards import criterion_means
+from rewards import category_means, criterion_means
 
 COLUMNS = (
     "step",
@@ -62,6 +62,8 @@ def step_metrics(b, update_metrics: dict, update_s: float) -> dict:
     m = {**grpo.reward_stats(b.rewards), **update_metrics}
     if b.scores.details:
         m |= {f"reward/{k}": v for k, v in criterion_means(b.scores.details).items()}
+    categories = [r["category"] for r in b.flat]
+    m |= category_means("train", categories, b.rewards.reshape(-1), b.scores.details)
     total_s = b.rollout_s + b.reward_s + update_s
     return m | {
         "adv_mean": float(adv.mean()),
@@ -308,7 +310,12 @@ def _column_value(row: dict, column: str):
 # (file stem, title, [(panel y-label, [metric keys or a "prefix/" for every key under it])])
 _PLOTS = [
     ("reward", "Reward", [("reward", ["reward_mean", "reward/"])]),
-    ("kl", "KL to the reference", [("KL per token", ["kl_mean"]), ("KL coefficient", ["kl_coef"])]),
+    ("train", "Rollouts per category", [("reward", ["train/"])]),
+    (
+        "kl",
+        "KL to the reference",
+        [("KL per token", ["kl_mean", "kl/"]), ("KL coefficient", ["kl_coef"])],
+    ),
     ("loss", "Loss", [("loss", ["loss"])]),
     ("length", "Completion length", [("tokens", ["length_mean"])]),
     ("eval", "Evaluation", [("eval", ["eval/"])]),

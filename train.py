@@ -38,12 +38,13 @@ import quantize
 import rewards
 import routing
 import runlog
+import tasks
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from gwen import GroupSample, Gwen, sequence_logprobs
 from kernels import masked_mean
 from load_weights import LoadError
-from prompts import DataError, PromptStream, load_prompts
+from prompts import DataError, PromptStream
 from reference import Reference, default_judge
 
 
@@ -84,6 +85,7 @@ class Run:
     metrics: runlog.MetricsLog
     db: runlog.RolloutDB
     tb: tblog.TBLog | None  # None: --no-tensorboard
+    baseline_state: dict = field(default_factory=dict)  # grpo.baseline_update's, per category
     counters: dict = field(
         default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
     )
@@ -92,11 +94,13 @@ class Run:
 
 
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
-    records = load_prompts(cfg.data)  # bad files fail here, before any model work
-    eval_records = load_prompts(cfg.eval_data) if cfg.eval_every else []
+    task = tasks.get(cfg.task)
+    records = task.load(cfg.data)  # bad files fail here, before any model work
+    eval_records = task.load(cfg.eval_data) if cfg.eval_every or cfg.routing_eval_every else []
     mx.random.seed(cfg.seed)  # only LoRA init draws from MLX's global RNG
     dtype = backend.parse_dtype(cfg.dtype)
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
+    policy.system_prompt, policy.examples = task.system_prompt, task.examples
     model = policy.model
     if quantize.quantized_layers(model):
         raise LoadError(
@@ -117,14 +121,16 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         ref_quant_bits=cfg.ref_quant_bits,
         dtype=dtype,
     )
-    ctx = rewards.RewardContext(judge, policy.tokenizer, cfg.judge_batch_size)
+    ctx = rewards.RewardContext(
+        judge, policy.tokenizer, cfg.judge_batch_size, records + eval_records
+    )
     if reward_fn is not None:
         scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
     else:  # before LoRA is applied: a frozen judge copies the starting weights
         scorer = rewards.build_scorer(
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
-    detectors, routing_eval = _routing_parts(cfg, ctx, scorer)
+    detectors, routing_eval = _routing_parts(cfg, ctx, scorer, eval_records)
     if cfg.lora_rank:
         _apply_adapters(model, cfg)
     model.train()
@@ -164,7 +170,7 @@ def _apply_adapters(model, cfg: TrainConfig) -> None:
     tqdm.write(f"{desc} on {targets}, blocks {cfg.lora_layers}: {n:,} trainable")
 
 
-def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, Callable | None]:
+def _routing_parts(cfg: TrainConfig, ctx, scorer, eval_records) -> tuple[list, Callable | None]:
     """The built hack detectors and the bound routing evaluation (None when off)."""
     detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
     if not cfg.routing_eval_every:
@@ -174,7 +180,7 @@ def _routing_parts(cfg: TrainConfig, ctx, scorer) -> tuple[list, Callable | None
         task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
     routing_eval = functools.partial(
         eval_routing.evaluate,
-        records=load_prompts(cfg.eval_data),
+        records=eval_records,
         task_scorer=task,
         detectors=detectors,
         limit=cfg.eval_limit,
@@ -210,7 +216,16 @@ def rollout(run: Run, step: int) -> Rollout:
     scores = run.scorer([r["prompt"] for r in flat], sample.texts, [r["category"] for r in flat])
     t2 = time.perf_counter()
     reward_grid = scores.values.reshape(len(batch), G)
-    adv = grpo.group_advantages(reward_grid, scale_by_std=cfg.scale_by_std, std_floor=cfg.std_floor)
+    keys, state = [r["category"] for r in batch], run.baseline_state
+    adv = grpo.advantages(
+        cfg.baseline,
+        reward_grid,
+        keys,
+        state,
+        scale_by_std=cfg.scale_by_std,
+        std_floor=cfg.std_floor,
+    )
+    run.baseline_state = grpo.baseline_update(state, reward_grid, keys, cfg.baseline_decay)
     keep = None
     if cfg.min_group_std > 0:
         keep = mx.logical_not(grpo.low_variance_groups(reward_grid, cfg.min_group_std))
@@ -355,6 +370,7 @@ def save(run: Run, step: int) -> Path:
     state = {
         "data": run.stream.state(),
         "kl_controller": run.controller.state_dict(),
+        "baseline": run.baseline_state,
         "counters": dict(run.counters),
         "sqlite_rows": run.db.flush(),
     }
@@ -378,6 +394,7 @@ def resume_into(run: Run) -> int:
     )
     run.stream.load_state(state["data"])
     run.controller = grpo.AdaptiveKLController.from_state_dict(state["kl_controller"])
+    run.baseline_state = state.get("baseline", {})  # checkpoints before issue 15 have none
     run.counters.update(state["counters"])
     run.metrics.truncate_after(state["step"])
     run.db.truncate_after(state["step"])
@@ -398,6 +415,7 @@ def train_step(r: Run, step: int) -> dict:
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
     m["kl_coef"] = r.controller.coef
+    m |= {f"baseline/{key}": s["mean"] for key, s in r.baseline_state.items()}
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
         m |= evaluate.evaluate(

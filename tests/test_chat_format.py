@@ -64,3 +64,18 @@ def test_no_template_gives_the_plain_text():
     assert chat_text(tok, "t5", assistant_prefix="t9") == "t5\nt9"
     assert chat_text(tok, "t5", system="t8") == "t8\n\nt5"
     assert chat_tokens(tok, "t5 t6") == tok.encode("t5 t6")
+
+
+def test_example_turns_come_before_the_user_turn(qwen_tok):
+    shots = (("t5", "t6"), ("t7", "t8"))
+    got = chat_text(qwen_tok, "t9", system="t4", examples=shots)
+    assert got == (
+        "<|im_start|>system\nt4<|im_end|>\n"
+        "<|im_start|>user\nt5<|im_end|>\n<|im_start|>assistant\nt6<|im_end|>\n"
+        "<|im_start|>user\nt7<|im_end|>\n<|im_start|>assistant\nt8<|im_end|>\n"
+        "<|im_start|>user\nt9<|im_end|>\n" + EMPTY_THINK
+    )
+    policy = Gwen(tiny_model(QWEN3), qwen_tok, system_prompt="t4", examples=lambda p: shots)
+    assert policy.chat_tokens("t9") == qwen_tok.encode(got, add_special_tokens=False)
+    plain = tiny_tokenizer(QWEN3["vocab_size"])
+    assert chat_text(plain, "t9", examples=shots) == "t5\nt6\n\nt7\nt8\n\nt9"

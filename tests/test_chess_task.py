@@ -1,37 +1,22 @@
 """chess_task: the environment's labels, the parsers and every reward band on hand-made outputs,
-the loader's errors, and the generator (A: path without an engine; P: path where Stockfish is
-installed, skipped with the reason where it is not)."""
+malformed outputs (never raising), the reward contract and the loader's errors. The generator
+and the shipped data: test_chess_data.py."""
 
 import json
 import math
-import os
 import random
-import shutil
 
 import chess
-import chess.engine
 import pytest
 
 import chess_task as ct
 from prompts import DataError
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "data", "chess")
-SPLITS = {"train": (600, 1), "val": (100, 2), "test": (100, 3)}  # n, seed: as data/chess/make.sh
 
 START = chess.STARTING_FEN
 AFTER_E4 = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"
 MOVES = ["e2e4", "d2d4", "g1f3", "c2c4", "b1c3"]
 EVALS = [0.35, 0.30, 0.25, 0.20, 0.10]
 EXACT_P = "M: e2e4 d2d4 g1f3 c2c4 b1c3 E: 0.35 0.30 0.25 0.20 0.10 B: e2e4"
-
-try:
-    STOCKFISH = ct.find_stockfish()
-except ct.StockfishNotFound:
-    STOCKFISH = None
-needs_stockfish = pytest.mark.skipif(
-    STOCKFISH is None, reason="stockfish is not installed (apt-get install stockfish)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -78,22 +63,6 @@ def test_arbiter_conventions(fen, move, reward, terminated, truncated):
     assert (step.reward, step.terminated, step.truncated) == (reward, terminated, truncated)
     if reward == -1.0:
         assert step.fen_after == fen  # an illegal move leaves the board as it was
-
-
-def test_mate_and_centipawn_evals():
-    assert ct.engine_pawns(chess.engine.Mate(1)) == 99.99
-    assert ct.engine_pawns(chess.engine.Mate(-3)) == -99.97
-    assert ct.engine_pawns(chess.engine.Cp(-35)) == -0.35
-    assert ct.engine_pawns(chess.engine.Cp(9000)) == ct.CP_CLIP_PAWNS
-    assert ct.format_eval(-0.35) == "-0.35" and ct.format_eval(99.99) == "99.99"
-
-
-def test_openings_are_legal():
-    for name, line in ct.OPENINGS.items():
-        board = chess.Board()
-        for uci in line:
-            assert chess.Move.from_uci(uci) in board.legal_moves, (name, uci)
-            board.push_uci(uci)
 
 
 def test_levenshtein():
@@ -348,125 +317,3 @@ def test_loader_rejects_duplicates_and_missing_files(tmp_path, p_record):
         ct.load_chess(write_lines(tmp_path, [dump(p_record), dump(again)]))
     with pytest.raises(DataError, match="file not found"):
         ct.load_chess(tmp_path / "missing.jsonl")
-
-
-# ---- generator ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_stockfish(monkeypatch):
-    monkeypatch.setattr(ct.shutil, "which", lambda *a, **k: None)
-
-
-def generate(*args):
-    return ct.main(["generate", *map(str, args)])
-
-
-def test_generator_a_tasks_need_no_engine_and_are_deterministic(tmp_path, no_stockfish):
-    out1, out2, short = tmp_path / "one.jsonl", tmp_path / "two.jsonl", tmp_path / "short.jsonl"
-    assert generate("--out", out1, "--n", 8, "--seed", 5, "--tasks", "A", "--prefix", "x") == 0
-    assert generate("--out", out2, "--n", 8, "--seed", 5, "--tasks", "A", "--prefix", "x") == 0
-    assert generate("--out", short, "--n", 3, "--seed", 5, "--tasks", "A", "--prefix", "x") == 0
-    assert out1.read_bytes() == out2.read_bytes()
-    assert out1.read_text().splitlines()[:3] == short.read_text().splitlines()
-    records = ct.load_chess(out1)
-    assert [r["task"] for r in records] == ["A"] * 8 and records[0]["id"] == "x-00000"
-
-
-def test_generator_excludes_positions_of_other_files(tmp_path, no_stockfish):
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    assert generate("--out", first, "--n", 20, "--seed", 0, "--tasks", "A") == 0
-    assert (
-        generate("--out", second, "--n", 20, "--seed", 0, "--tasks", "A", "--exclude", first) == 0
-    )
-    epds = [{chess.Board(r["fen"]).epd() for r in ct.load_chess(p)} for p in (first, second)]
-    assert len(epds[0]) == len(epds[1]) == 20 and not epds[0] & epds[1]
-
-
-def test_generator_without_stockfish_says_how_to_install(tmp_path, no_stockfish, capsys):
-    out = tmp_path / "p.jsonl"
-    assert generate("--out", out, "--n", 2, "--seed", 0) == 2
-    assert capsys.readouterr().err == ct.STOCKFISH_MISSING + "\n"
-    assert not out.exists()
-
-
-def test_p_tasks_cannot_be_labelled_without_an_engine():
-    planned = ct.plan_records(2, seed=0, tasks="PA")
-    with pytest.raises(ValueError, match="needs an engine"):
-        ct.label_records(planned)
-
-
-@needs_stockfish
-def test_generator_p_tasks_with_stockfish(tmp_path):
-    out1, out2 = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
-    assert generate("--out", out1, "--n", 4, "--seed", 7, "--depth", 6) == 0
-    assert generate("--out", out2, "--n", 4, "--seed", 7, "--depth", 6, "--prefix", "one") == 0
-    assert out1.read_bytes() == out2.read_bytes()
-    records = ct.load_chess(out1)  # checks legality of every labelled move
-    assert [r["task"] for r in records] == ["P", "A", "P", "A"]
-    assert all(r["source"].endswith("depth=6 multipv=5") for r in records if r["task"] == "P")
-
-
-@needs_stockfish
-def test_stockfish_is_stopped_even_on_error():
-    with pytest.raises(RuntimeError, match="boom"):
-        with ct.open_stockfish() as engine:
-            engine.ping()
-            raise RuntimeError("boom")
-    with pytest.raises(chess.engine.EngineTerminatedError):
-        engine.ping()
-
-
-# ---- the shipped data ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return {name: ct.load_chess(os.path.join(DATA, f"{name}.jsonl")) for name in SPLITS}
-
-
-def test_shipped_counts_and_split_by_position(shipped):
-    for name, (n, _) in SPLITS.items():
-        records = shipped[name]
-        assert len(records) == n and sum(r["task"] == "P" for r in records) == n // 2
-        assert os.path.getsize(os.path.join(DATA, f"{name}.jsonl")) < 1_000_000 / 2
-    epds = {name: {chess.Board(r["fen"]).epd() for r in rs} for name, rs in shipped.items()}
-    assert not epds["train"] & epds["val"]
-    assert not (epds["train"] | epds["val"]) & epds["test"]
-
-
-def test_shipped_a_tasks_cover_every_reward(shipped):
-    rewards = {r["reward"] for r in shipped["train"] if r["task"] == "A"}
-    assert rewards == {-1.0, 0.0, 0.5, 1.0}
-    assert any(r["task"] == "A" and r["truncated"] for r in shipped["train"])
-
-
-def test_shipped_files_match_the_generator_without_engine(shipped):
-    """Positions, prompts and every A: record regenerate exactly (the first 100 train records
-    and all of val); P: labels need Stockfish (next test)."""
-    train_epds = frozenset(chess.Board(r["fen"]).epd() for r in shipped["train"])
-    for name, n, exclude in (("train", 100, frozenset()), ("val", 100, train_epds)):
-        planned = ct.plan_records(n, SPLITS[name][1], "PA", exclude, prefix=name)
-        got = [p for p in planned if p.task == "P"]
-        want = [r for r in shipped[name][:n] if r["task"] == "P"]
-        assert [(p.id, p.board.fen()) for p in got] == [(r["id"], r["fen"]) for r in want]
-        a_got = ct.label_records([p for p in planned if p.task == "A"])
-        assert a_got == [r for r in shipped[name][:n] if r["task"] == "A"]
-
-
-@needs_stockfish
-def test_shipped_p_labels_match_stockfish(shipped):
-    planned = ct.plan_records(6, SPLITS["train"][1], "PA", prefix="train")
-    with ct.open_stockfish() as engine:
-        source = shipped["train"][0]["source"]
-        if not source.startswith(engine.id["name"] + " "):
-            pytest.skip(f"labels come from {source!r}, this engine is {engine.id['name']!r}")
-        got = ct.label_records(planned, engine, chess.engine.Limit(depth=ct.DEFAULT_DEPTH), source)
-    assert got == shipped["train"][:6]
-
-
-def test_stockfish_lookup_honours_an_explicit_path(tmp_path):
-    with pytest.raises(ct.StockfishNotFound, match="give an executable path"):
-        ct.find_stockfish(str(tmp_path / "nope"))
-    if shutil.which("stockfish") is None and STOCKFISH is not None:
-        assert STOCKFISH.startswith("/usr/games/")  # Debian's place, off root's PATH

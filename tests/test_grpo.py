@@ -12,8 +12,11 @@ import pytest
 import mlx.core as mx
 
 from grpo import (
+    BASELINES,
     AdaptiveKLController,
     LossConfig,
+    advantages,
+    baseline_update,
     flatten_groups,
     group_advantages,
     low_variance_groups,
@@ -99,6 +102,74 @@ def test_reward_stats():
     assert s["reward_mean"] == pytest.approx(2.0)
     assert s["reward_std"] == pytest.approx(math.sqrt(0.5))
     assert s["frac_groups_zero_std"] == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------------------------- baselines
+
+
+def test_baseline_update_by_hand():
+    # Step 1 (decay 0.5): P sees {1, 3}: first time -> mean 2, var ((1-2)^2 + (3-2)^2)/2 = 1;
+    # A sees {5} (the NaN is a failed reward, left out): mean 5, var 0.
+    s1 = baseline_update({}, [[1.0, 3.0], [NAN, 5.0]], ["P", "A"], decay=0.5)
+    assert s1 == {"P": {"mean": 2.0, "var": 1.0}, "A": {"mean": 5.0, "var": 0.0}}
+    # Step 2 (decay 0.75): P sees {0, 2}, batch mean 1, old mean 2: mean 0.75*2 + 0.25*1 = 1.75,
+    # var 0.75*1 + 0.25*((0-2)^2 + (2-2)^2)/2 = 1.25. A sees {7, 7}: mean 0.75*5 + 0.25*7 = 5.5,
+    # var 0.75*0 + 0.25*(7-5)^2 = 1.
+    s2 = baseline_update(s1, [[0.0, 2.0], [7.0, 7.0]], ["P", "A"], decay=0.75)
+    assert s2 == {"P": {"mean": 1.75, "var": 1.25}, "A": {"mean": 5.5, "var": 1.0}}
+    assert s1["P"] == {"mean": 2.0, "var": 1.0}, "the old state is not changed"
+    # A key with no finite reward this step keeps its state; an unseen one gets none.
+    s3 = baseline_update(s2, [[NAN, NAN]], ["P"], decay=0.5)
+    assert s3 == s2
+    assert baseline_update({}, [[NAN, NAN]], ["Q"], decay=0.5) == {}
+
+
+# EMA of key P: mean 0.5, var 0.04 (std 0.2). Key A has no history yet.
+STATE = {"P": {"mean": 0.5, "var": 0.04}}
+
+
+def test_ema_baseline_by_hand():
+    rewards = [[0.2, 1.0], [-0.3, -0.3], [NAN, 0.7]]
+    keys = ["P", "P", "A"]
+    # Unscaled: P rows minus 0.5 -> [-0.3, 0.5] and [-0.8, -0.8]: the flat group, which the group
+    # mean gives nothing, moves because it did worse than P usually does. A's first step is its
+    # own baseline (finite {0.7}: mean 0.7) -> [0 (failed), 0].
+    adv = advantages("ema", rewards, keys, STATE, scale_by_std=False)
+    close(adv, [[-0.3, 0.5], [-0.8, -0.8], [0.0, 0.0]])
+    # Scaled by the EMA std 0.2: [-1.5, 2.5], [-4, -4]; A's std is 0 -> floor 0.01, 0 / 0.01 = 0.
+    adv = advantages("ema", rewards, keys, STATE, scale_by_std=True, std_floor=0.01)
+    close(adv, [[-1.5, 2.5], [-4.0, -4.0], [0.0, 0.0]])
+
+
+def test_adaptive_baseline_by_hand():
+    rewards = [[0.2, 1.0], [-0.3, -0.3], [NAN, 0.9]]
+    keys = ["P", "P", "P"]
+    # Row 0 spreads (std 0.4 >= 0.01): group mean 0.6 -> [-0.4, 0.4]. Row 1 is flat and row 2 has
+    # one finite reward: both compared with P's EMA 0.5 -> [-0.8, -0.8] and [0, 0.4].
+    adv = advantages("adaptive", rewards, keys, STATE, scale_by_std=False)
+    close(adv, [[-0.4, 0.4], [-0.8, -0.8], [0.0, 0.4]])
+    # Scaled: row 0 by its group std 0.4 -> [-1, 1]; rows 1-2 by the EMA std 0.2.
+    adv = advantages("adaptive", rewards, keys, STATE, scale_by_std=True, std_floor=0.01)
+    close(adv, [[-1.0, 1.0], [-4.0, -4.0], [0.0, 2.0]])
+
+
+def test_group_baseline_is_group_advantages_and_ignores_state():
+    rewards = [[1.0, 2.0, 3.0], [-0.3, -0.3, -0.3]]
+    adv = advantages("group", rewards, ["P", "P"], STATE)
+    close(adv, group_advantages(rewards))
+    close(adv[1], [0.0, 0.0, 0.0])  # a flat group: no signal from the group mean
+
+
+def test_baseline_errors_name_the_fix():
+    assert sorted(BASELINES) == ["adaptive", "ema", "group"]
+    with pytest.raises(ValueError, match="baseline='mean'.*adaptive"):
+        advantages("mean", [[1.0, 2.0]], ["P"], {})
+    with pytest.raises(ValueError, match="one key per group"):
+        advantages("ema", [[1.0, 2.0]], ["P", "A"], {})
+    with pytest.raises(ValueError, match="decay=1.0"):
+        baseline_update({}, [[1.0, 2.0]], ["P"], decay=1.0)
+    with pytest.raises(ValueError, match="std_floor"):
+        advantages("ema", [[1.0, 2.0]], ["P"], {}, std_floor=0.0)
 
 
 # ------------------------------------------------------------------------------- policy losses
@@ -241,6 +312,36 @@ def test_kl_term_added_with_coefficient():
     # kl_coef as an mx.array gives the same loss (an adaptive coefficient needs no recompile)
     loss2, _ = policy_loss(logp, logp, ref, mx.array([0.0]), mx.ones((1, 2)), cfg, mx.array(0.1))
     close(loss2, loss)
+
+
+@pytest.mark.parametrize(
+    "direction, per_token, grad_token",
+    [
+        # One completion, two tokens, A = 0, log r = ref - logp = [log 2, 0], r = [2, 1].
+        # reverse k3 = r - 1 - log r:        [0.306853, 0]; d/dlogp = 1 - r = [-1, 0]
+        ("reverse", 2 - 1 - math.log(2), -1.0),
+        # forward k3 = r log r - r + 1:      [0.386294, 0]; d/dlogp = -r log r = [-1.386294, 0]
+        ("forward", 2 * math.log(2) - 2 + 1, -2 * math.log(2)),
+        # symmetric: the mean of the two:    [0.346574, 0]; gradient the mean too
+        ("symmetric", math.log(2) / 2, (-1.0 - 2 * math.log(2)) / 2),
+    ],
+)
+def test_each_kl_direction_changes_the_loss_as_worked_out(direction, per_token, grad_token):
+    # grpo reduction: mean over the two tokens; loss = 0.1 * per_token / 2. Every direction is
+    # logged whichever is in the loss, and kl_mean is the configured one's.
+    logp, ref = mx.zeros((1, 2)), mx.array([[math.log(2.0), 0.0]])
+    cfg = LossConfig("grpo", kl_direction=direction)
+
+    def loss(lp):
+        return policy_loss(lp, logp, ref, mx.array([0.0]), mx.ones((1, 2)), cfg, 0.1)
+
+    value, m = loss(logp)
+    close(value, 0.1 * per_token / 2)
+    close(m["kl_mean"], per_token / 2)
+    close(m[f"kl/{direction}"], per_token / 2)
+    close(m["kl/reverse"], (2 - 1 - math.log(2)) / 2)
+    close(m["kl/forward"], (2 * math.log(2) - 1) / 2)
+    close(mx.grad(lambda lp: loss(lp)[0])(logp), [[0.1 * grad_token / 2, 0.0]])
 
 
 def test_kl_reduced_like_policy_term():

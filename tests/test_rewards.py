@@ -117,7 +117,11 @@ def test_parse_spec_with_a_reward_model(rm_folder):
     "spec, msg",
     [
         ("", "empty"),
-        ("sad", r"'sad'.*not registered.*\['asks_question', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal'\]"),
+        (
+            "sad",
+            r"'sad'.*not registered.*"
+            r"\['asks_question', 'chess', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal'\]",
+        ),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
         ("happy:nan", "finite and > 0"),

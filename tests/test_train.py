@@ -76,19 +76,30 @@ def test_two_steps_change_every_trainable_parameter(tmp_path):
     assert all(np.array_equal(np.array(v), after[k]) for k, v in tree_flatten(loaded.parameters()))
 
 
-def test_resumed_run_equals_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("baseline", ["group", "ema"])
+def test_resumed_run_equals_uninterrupted_run(tmp_path, baseline):
+    """With the ema baseline every advantage depends on the per-category averages of earlier
+    steps, so a resume that lost them would train differently from step 3 on."""
+    kw = dict(baseline=baseline, baseline_decay=0.5)
     full = tiny_policy()
-    d_full = train.run(tiny_config(tmp_path / "a"), policy=full, reward_fn=low_tokens)
+    d_full = train.run(tiny_config(tmp_path / "a", **kw), policy=full, reward_fn=low_tokens)
     half = train.run(
-        tiny_config(tmp_path / "b", steps=2), policy=tiny_policy(), reward_fn=low_tokens
+        tiny_config(tmp_path / "b", steps=2, **kw), policy=tiny_policy(), reward_fn=low_tokens
     )
+    state, _ = checkpoint.read_state(checkpoint.latest(half))
+    assert state["baseline"] and all(set(s) == {"mean", "var"} for s in state["baseline"].values())
     resumed = tiny_policy()
     train.run(
-        tiny_config(tmp_path / "b"), resume=True, run_dir=half, policy=resumed, reward_fn=low_tokens
+        tiny_config(tmp_path / "b", **kw),
+        resume=True,
+        run_dir=half,
+        policy=resumed,
+        reward_fn=low_tokens,
     )
     w_full, w_res = weights(full), weights(resumed)
     assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
     assert metric_rows(d_full) == metric_rows(half)
+    assert any(k.startswith("baseline/") for k in metric_rows(half)[0])
 
 
 def test_signal_during_a_step_leaves_a_loadable_checkpoint(tmp_path):
@@ -249,10 +260,18 @@ def test_quantized_reference_runs(tmp_path):
         reference.frozen_copy(tiny_policy().model, quant_bits=8)
 
 
+ADAPTIVE = dict(kl_coef=0.05, kl_target=0.01, kl_horizon=10)
+
+
 @pytest.mark.parametrize(
     "kw",
-    [dict(kl_coef=0.0), dict(kl_coef=0.05, kl_target=0.01, kl_horizon=10)],
-    ids=["kl-coef-0", "adaptive"],
+    [
+        dict(kl_coef=0.0),
+        ADAPTIVE,
+        dict(ADAPTIVE, kl_direction="forward"),
+        dict(ADAPTIVE, kl_direction="symmetric", kl_estimator="k1"),
+    ],
+    ids=["kl-coef-0", "adaptive", "adaptive-forward", "adaptive-symmetric-k1"],
 )
 def test_kl_coefficient_zero_and_adaptive_controller_train(tmp_path, kw):
     policy = tiny_policy()
@@ -267,6 +286,10 @@ def test_kl_coefficient_zero_and_adaptive_controller_train(tmp_path, kw):
     else:
         # the coefficient moves after each step: 1 + clip(KL/target - 1, +-0.2) * B*G/horizon
         assert rows[1]["kl_coef"] != rows[0]["kl_coef"] == kw["kl_coef"]
+        # every direction is logged; the configured one is the loss's and the controller's
+        direction = kw.get("kl_direction", "reverse")
+        assert rows[1][f"kl/{direction}"] == pytest.approx(rows[1]["kl_mean"])
+        assert {"kl/reverse", "kl/forward", "kl/symmetric"} <= set(rows[1])
 
 
 def test_sampler_and_trainer_log_probs_agree(tmp_path):

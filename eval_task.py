@@ -1,0 +1,57 @@
+"""Held-out evaluation on a ground-truth task: greedy answers of a model or checkpoint to a
+task's file, scored by the task's judge-free reward (chess: graduated against Stockfish and the
+rules), per record type. The values task is evaluated by evaluate.py (several models, judged
+rewards, pushback, diversity, KL); this command serves rewards that need no judge model.
+
+    uv run python eval_task.py --task chess --data data/chess/test.jsonl --model runs/X/checkpoints/step_000100
+"""
+
+import argparse
+import json
+import sys
+
+import backend
+
+import rewards
+import tasks
+from evaluate import evaluate
+from gwen import Gwen
+from load_weights import LoadError
+from prompts import DataError
+
+
+def main(argv=None) -> int:
+    """CLI: evaluate --model on --task's eval file (or --data); bad input is one error line."""
+    p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
+    p.add_argument("--model", default="smollm2-135m", help="model, hub id or checkpoint folder")
+    p.add_argument("--task", default="chess", help=f"one of {sorted(tasks.TASKS)}")
+    p.add_argument("--data", help="eval records (default: the task's eval file)")
+    p.add_argument("--reward", help="reward spec (default: the task's); no judge-model rewards")
+    p.add_argument("--limit", type=int, default=100, help="records to answer")
+    p.add_argument("--max-new-tokens", type=int, default=80, help="generation cap")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    try:
+        task = tasks.get(args.task)
+        spec = args.reward or task.reward
+        components = rewards.parse_spec(spec)
+        tasks.check_rewards(task, [c.name for c in components])
+        if rewards.needs_judge(components):
+            raise ValueError(
+                f"--reward {spec!r} needs a judge model: use evaluate.py for the values task"
+            )
+        records = task.load(args.data or task.eval_data)
+        policy = Gwen.load(args.model, backend.parse_dtype(None))
+        policy.system_prompt, policy.examples = task.system_prompt, task.examples
+        scorer = rewards.build_scorer(components, rewards.RewardContext(records=records))
+    except (ValueError, DataError, LoadError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = evaluate(policy, scorer, records, limit=args.limit, max_new_tokens=args.max_new_tokens)
+    out = {"model": args.model, "data": args.data or task.eval_data, **out}
+    print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
