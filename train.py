@@ -28,6 +28,7 @@ from mlx.utils import tree_map
 from tqdm import tqdm
 
 import checkpoint
+import distributed
 import evaluate
 import grpo
 import lora
@@ -129,34 +130,42 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         stream=PromptStream(records, cfg.seed),
         eval_records=eval_records,
         controller=grpo.AdaptiveKLController(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon),
-        metrics=runlog.MetricsLog(run_dir / "metrics.jsonl"),
-        db=runlog.RolloutDB(run_dir / "rollouts.sqlite"),
-        tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard else None,
+        metrics=distributed.main_only(lambda: runlog.MetricsLog(run_dir / "metrics.jsonl")),
+        db=distributed.main_only(lambda: runlog.RolloutDB(run_dir / "rollouts.sqlite")),
+        tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard and distributed.is_main() else None,
     )
 
 
-def step_seed(cfg: TrainConfig, step: int) -> int:
-    return int(np.random.SeedSequence([cfg.seed, step]).generate_state(1)[0])
+def row_seeds(cfg: TrainConfig, step: int, prompts: range, group_size: int) -> list[int]:
+    """One sampler seed per completion row, keyed by (seed, step, the prompt's place in the
+    step's batch, the sample): a group draws the same completions whichever rank samples it."""
+    return [
+        int(np.random.SeedSequence([cfg.seed, step, i, g]).generate_state(1)[0])
+        for i in prompts
+        for g in range(group_size)
+    ]
 
 
 def rollout(run: Run, step: int) -> Rollout:
     """Sample B x G completions, score them, and compute advantages (host-side numbers)."""
     cfg, G = run.cfg, run.cfg.group_size
     batch = run.stream.next_batch(cfg.prompts_per_step)
+    mine = distributed.shard(len(batch))  # this rank's groups (all of them in one process)
     t0 = time.perf_counter()
     sample = run.policy.sample_group(
-        [r["prompt"] for r in batch],
+        [batch[i]["prompt"] for i in mine],
         G,
         cfg.max_new_tokens,
         cfg.temperature,
         cfg.top_p,
-        seed=step_seed(cfg, step),
+        seed=row_seeds(cfg, step, mine, G),
         stop_at_eos=not cfg.ignore_eos,
     )
     mx.eval(sample.tokens, sample.mask)
     t1 = time.perf_counter()
-    flat = [r for r in batch for _ in range(G)]
+    flat = [batch[i] for i in mine for _ in range(G)]
     scores = run.scorer([r["prompt"] for r in flat], sample.texts, [r["category"] for r in flat])
+    sample, scores = distributed.gather_rollout(sample, scores, run.policy.pad_id)
     t2 = time.perf_counter()
     reward_grid = scores.values.reshape(len(batch), G)
     adv = grpo.group_advantages(reward_grid, scale_by_std=cfg.scale_by_std, std_floor=cfg.std_floor)
@@ -183,13 +192,12 @@ def _loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg: 
 
 
 def update(run: Run, b: Rollout) -> dict:
-    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches."""
+    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches of
+    this rank's groups, weighted by their share of the whole batch's loss and summed over ranks."""
     cfg, s, model = run.cfg, b.sample, run.policy.model
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
-    parts = [
-        (slice(i * B // k, (i + 1) * B // k), slice(i * B * G // k, (i + 1) * B * G // k))
-        for i in range(k)
-    ]
+    parts = distributed.micro_batches(B, G, k)
+    shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
         ref = [
@@ -203,8 +211,8 @@ def update(run: Run, b: Rollout) -> dict:
     grad_fn = nn.value_and_grad(model, _loss_fn)
     history = []
     for it in range(cfg.num_iterations):
-        grads, sums = None, {}
-        for (p, c), r in zip(parts, ref, strict=True):
+        grads, parts_m = None, []
+        for (p, c), r, (w, _) in zip(parts, ref, shares, strict=True):
             sampled = s.logprobs[c]
             (_, m), g = grad_fn(
                 model,
@@ -219,10 +227,12 @@ def update(run: Run, b: Rollout) -> dict:
                 kl_coef,
                 cfg,
             )
+            g = g if w == 1.0 else tree_map(lambda x, w=w: x * w, g)
             grads = g if grads is None else tree_map(mx.add, grads, g)
-            for key, v in m.items():
-                sums[key] = sums.get(key, 0.0) + v / k
-        grads, grad_norm = optim.clip_grad_norm(tree_map(lambda g: g / k, grads), cfg.max_grad_norm)
+            parts_m.append(m)
+        sums = distributed.sum_metrics(grpo.combine_metrics(parts_m, shares), grpo.MAX_METRICS)
+        grads = distributed.sum_gradients(grads)
+        grads, grad_norm = optim.clip_grad_norm(grads, cfg.max_grad_norm)
         finite = grpo.tree_is_finite((sums["loss"], grads))
         mx.eval(finite, sums, grad_norm)
         if finite.item():
@@ -240,7 +250,10 @@ def update(run: Run, b: Rollout) -> dict:
     return history[-1] | {"lr": run.optimizer.learning_rate.item()}
 
 
-def save(run: Run, step: int) -> Path:
+def save(run: Run, step: int) -> Path | None:
+    """Checkpoint `step` (rank 0 only: the other ranks hold the same state)."""
+    if not distributed.is_main():
+        return None
     state = {
         "data": run.stream.state(),
         "kl_controller": run.controller.state_dict(),
@@ -287,7 +300,8 @@ def train_step(r: Run, step: int) -> dict:
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters
     m["kl_coef"] = r.controller.coef
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
-    if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+    due = cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
+    if due and distributed.is_main():  # only rank 0 logs it
         m |= evaluate.evaluate(
             r.policy,
             r.scorer,
@@ -314,6 +328,8 @@ def run(
     """Train per `cfg`; with `resume`, continue the run in `run_dir` from its newest checkpoint."""
     backend.announce()
     run_dir = Path(run_dir or Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name()))
+    distributed.check_split(cfg.prompts_per_step, cfg.grad_accum, "prompts_per_step")
+    run_dir = Path(distributed.main_value(str(run_dir)))  # the name holds rank 0's clock
     if not resume and (run_dir / "metrics.jsonl").exists():
         raise FileExistsError(
             f"{run_dir} already holds a run: continue it with --resume {run_dir}, or choose "
@@ -321,9 +337,26 @@ def run(
         )
     r = build(cfg, run_dir, policy, reward_fn)
     start = resume_into(r) if resume else 0
-    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    distributed.check_same(
+        "starting state",
+        lambda: (
+            start,
+            r.stream.state(),
+            dataclasses.asdict(cfg),
+            distributed.checksum(r.policy.model.trainable_parameters()),
+        ),
+    )
+    if distributed.is_main():
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     tqdm.write(f"run dir: {run_dir}")
-    bar = tqdm(total=cfg.steps, initial=start, desc="grpo", unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.steps,
+        initial=start,
+        desc="grpo",
+        unit="step",
+        dynamic_ncols=True,
+        disable=not distributed.is_main(),
+    )
     last_saved = start
     with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
@@ -335,10 +368,11 @@ def run(
                 loss=f"{m['loss']:.4f}",
                 s=f"{m['step_s']:.1f}",
             )
-            if step % cfg.save_every == 0 or step == cfg.steps or stop.raised:
+            stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
+            if step % cfg.save_every == 0 or step == cfg.steps or stopping:
                 save(r, step)
                 last_saved = step
-            if stop.raised:
+            if stopping:
                 break
     bar.close()
     r.db.close()
@@ -366,6 +400,7 @@ def main(argv=None) -> int:
         FileNotFoundError,
         FileExistsError,
         rewards.RewardError,
+        distributed.LaunchError,
     ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
