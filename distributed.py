@@ -59,8 +59,8 @@ def check_split(n: int, parts: int, what: str) -> None:
     need = size() * parts
     if n % need:
         raise LaunchError(
-            f"{what}={n} cannot be split evenly over {size()} ranks x {parts} micro-batches "
-            f"(whole groups each): use a multiple of {need}, or launch fewer ranks"
+            f"{what}={n} cannot be split evenly over {size()} ranks x {parts} micro-batches: "
+            f"use a multiple of {need}, or launch fewer ranks"
         )
 
 
@@ -69,6 +69,12 @@ def shard(n: int) -> range:
     (sizes differ by at most one when size() does not divide n; a block may be empty)."""
     r, k = rank(), size()
     return range(r * n // k, (r + 1) * n // k)
+
+
+def share_of(seq):
+    """This rank's contiguous block of a sequence (list, range, array): all of it in one process."""
+    mine = shard(len(seq))
+    return seq[mine.start : mine.stop]
 
 
 def micro_batches(n_groups: int, group_size: int, k: int) -> list[tuple[slice, slice]]:
@@ -118,6 +124,12 @@ def gather_objects(obj) -> list:
     buf[: len(data)] = data
     every = np.array(mx.distributed.all_gather(mx.array(buf)))
     return [pickle.loads(every[i * width : i * width + n].tobytes()) for i, n in enumerate(lengths)]
+
+
+def gather_lists(*lists: list) -> tuple[list, ...]:
+    """Each list concatenated over the ranks in rank order, on every rank (one gather)."""
+    parts = gather_objects(lists)
+    return tuple(sum((p[i] for p in parts), []) for i in range(len(lists)))
 
 
 def main_value(obj):

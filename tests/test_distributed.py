@@ -260,3 +260,42 @@ def test_two_ranks_resume_exactly(two_rank_run, tmp_path):
     assert all(mx.array_equal(a[k], b[k]) for k in a), "resumed 2-rank run differs"
     assert metric_rows(two_rank_run / "run") == metric_rows(tmp_path / "run")
     assert rollout_rows(two_rank_run / "run") == rollout_rows(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_reward_model_on_two_ranks_equals_one_process(tmp_path):
+    """train_rm.py: each rank takes half of every batch of pairs; an odd pair count leaves one
+    batch of a single pair, so one rank sits that step out (its share is 0)."""
+    from helpers import save_checkpoint
+    from test_reward_model import write_pairs
+
+    base = tmp_path / "base"
+    save_checkpoint(tiny_model(QWEN3, seed=3), QWEN3, base)
+    pairs = tmp_path / "pairs.jsonl"
+    lines = Path(write_pairs(pairs)).read_text().splitlines(keepends=True)
+    pairs.write_text("".join(lines[1:]))  # 15 training pairs: batches of 2, and one of 1
+    cfg = dict(model=str(base), pairs=str(pairs), steps=8, batch_pairs=2, lr=1e-3)
+    cfg |= dict(warmup_steps=1, lora_rank=4, lora_alpha=8.0, eval_every=8, max_prompt_tokens=8)
+    # The Bradley-Terry loss is blind to the score head's bias (it cancels in r_b - r_w): with
+    # the default 1e-3 centring penalty its gradient is mostly rounding noise, which Adam turns
+    # into lr-sized steps (3e-5 apart after 8 steps). A larger penalty gives it a real gradient.
+    cfg |= dict(tensorboard=False, center_coef=0.1)
+    one = cfg | dict(out=str(tmp_path / "one"), work=str(tmp_path / "w1"))
+    two = cfg | dict(out=str(tmp_path / "two"), work=str(tmp_path / "w2"))
+    import train_rm
+
+    train_rm.train(train_rm.RMTrainConfig(**one))
+    launch(2, tmp_path, two, "--rm")
+    a = mx.load(str(tmp_path / "w1" / "state" / "weights.safetensors"))
+    b = mx.load(str(tmp_path / "w2" / "state" / "weights.safetensors"))
+    worst = max(mx.abs(a[k] - b[k]).max().item() for k in a)
+    assert worst <= 1e-5, f"reward-model weights differ by {worst}"
+    logs = [
+        [json.loads(x) for x in (tmp_path / w / "train_log.jsonl").read_text().splitlines()]
+        for w in ("w1", "w2")
+    ]
+    for x, y in zip(*logs, strict=True):
+        for k in ("loss", "data_loss", "train_accuracy", "grad_norm", "val_accuracy"):
+            if k in x:
+                assert x[k] == pytest.approx(y[k], rel=1e-4, abs=1e-6), (x["step"], k)
+        assert x["tokens"] >= y["tokens"], "one process pads one batch, two ranks pad two"
