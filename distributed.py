@@ -12,7 +12,10 @@ applies the same update. Rank 0 alone writes logs and checkpoints (`is_main`, `m
 Not here: model or tensor parallelism, fault tolerance (a rank that dies ends the job), launching.
 """
 
+import hashlib
+import json
 import pickle
+import socket
 from collections.abc import Callable
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -144,23 +147,39 @@ def any_rank(flag: bool) -> bool:
     return bool(mx.distributed.all_max(mx.array([int(bool(flag))])).item())
 
 
-def check_same(what: str, make_value: Callable[[], object]) -> None:
-    """Raise unless every rank's make_value() equals rank 0's (not called with one rank)."""
+def check_same(make_values: Callable[[], dict]) -> None:
+    """Raise LaunchError unless every rank's make_values() equals rank 0's, naming the first
+    entry that differs (make_values is not called with one rank)."""
     if size() == 1:
         return
-    values = gather_objects(make_value())
-    bad = [r for r, v in enumerate(values) if v != values[0]]
-    if bad:
-        raise RuntimeError(
-            f"rank {bad[0]} holds a different {what} than rank 0 ({values[bad[0]]!r} vs "
-            f"{values[0]!r}): launch every rank with the same settings, and let every host read "
-            "the same model and run folder (knowledge/distributed.md)"
-        )
+    every = gather_objects(make_values())
+    for r, values in enumerate(every[1:], start=1):
+        for key, value in values.items():
+            if value != every[0][key]:
+                mine, main = _difference(value, every[0][key])
+                raise LaunchError(
+                    f"rank {r} starts with a different {key} than rank 0 ({mine} vs {main}): "
+                    "launch every rank with the same settings, and let every host read the same "
+                    "model, data and run folder (knowledge/distributed.md)"
+                )
+
+
+def _difference(a, b) -> tuple[str, str]:
+    """Short reprs of where a and b differ (the differing keys of two dicts)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        a, b = {k: a.get(k) for k in keys}, {k: b.get(k) for k in keys}
+    return repr(a)[:160], repr(b)[:160]
 
 
 def checksum(tree) -> list[float]:
     """Per-leaf float64 sums of an array tree: equal trees give equal lists."""
     return [float(np.array(v, dtype=np.float64).sum()) for _, v in tree_flatten(tree)]
+
+
+def digest(obj) -> str:
+    """sha256 of a JSON-able object (e.g. the training records): cheap to compare over ranks."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class _Discard:
@@ -236,3 +255,19 @@ def concat_samples(parts: list[dict], pad_id: int, group_size: int, temperature:
         group_size,
         temperature,
     )
+
+
+def free_local_port(n: int) -> int:
+    """A port p with p .. p + n - 1 free on 127.0.0.1, for `mlx.launch -n n --starting-port p`
+    (the ring backend listens on p + rank); used by the tests and bench_distributed.py."""
+    rng = np.random.default_rng()
+    for _ in range(200):
+        p = int(rng.integers(20000, 60000))
+        try:
+            for q in range(p, p + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", q))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError(f"found no {n} consecutive free ports on 127.0.0.1")

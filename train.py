@@ -84,6 +84,11 @@ class Run:
     )
 
 
+# Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
+# may differ between ranks (e.g. a temporary folder each).
+WHERE = ("out_dir", "run_name")
+
+
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
     records = load_prompts(cfg.data)  # bad files fail here, before any model work
     eval_records = load_prompts(cfg.eval_data) if cfg.eval_every else []
@@ -338,13 +343,13 @@ def run(
     r = build(cfg, run_dir, policy, reward_fn)
     start = resume_into(r) if resume else 0
     distributed.check_same(
-        "starting state",
-        lambda: (
-            start,
-            r.stream.state(),
-            dataclasses.asdict(cfg),
-            distributed.checksum(r.policy.model.trainable_parameters()),
-        ),
+        lambda: {
+            "step": start,
+            "data cursor": r.stream.state(),
+            "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k not in WHERE},
+            "training data": distributed.digest(r.stream.records),
+            "weights": distributed.checksum(r.policy.model.trainable_parameters()),
+        }
     )
     if distributed.is_main():
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))

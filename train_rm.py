@@ -366,12 +366,12 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
             tb.truncate_after(t.step)
         tqdm.write(f"resumed {work} at step {t.step}")
     distributed.check_same(
-        "starting state",
-        lambda: (
-            (t.step, t.epoch, t.position),
-            dataclasses.asdict(cfg),
-            distributed.checksum(t.rm.trainable_parameters()),
-        ),
+        lambda: {
+            "step and data cursor": (t.step, t.epoch, t.position),
+            "config": dataclasses.asdict(cfg),
+            "training data": file_sha256(cfg.data_path()),
+            "weights": distributed.checksum(t.rm.trainable_parameters()),
+        }
     )
     if main:
         (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))

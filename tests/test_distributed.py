@@ -4,7 +4,6 @@ backend on 127.0.0.1) against one process on the same global batch."""
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -121,7 +120,18 @@ def test_one_process_is_a_group_of_one():
     assert distributed.sum_gradients(tree) is tree
     assert distributed.gather_objects({"a": 1}) == [{"a": 1}]
     assert distributed.any_rank(True) and not distributed.any_rank(False)
-    distributed.check_same("anything", lambda: pytest.fail("not called with one rank"))
+    distributed.check_same(lambda: pytest.fail("not called with one rank"))
+
+
+def test_ranks_that_start_differently_are_one_error(monkeypatch):
+    monkeypatch.setattr(distributed, "size", lambda: 2)
+    monkeypatch.setattr(distributed, "gather_objects", lambda v: [v, v | {"step": 3}])
+    with pytest.raises(distributed.LaunchError, match="rank 1 starts with a different step"):
+        distributed.check_same(lambda: {"config": {"lr": 1}, "step": 2})
+    other = {"lr": 2, "seed": 0}
+    monkeypatch.setattr(distributed, "gather_objects", lambda v: [v, v | {"config": other}])
+    with pytest.raises(distributed.LaunchError, match=r"config than rank 0 \(\{'lr': 2\}"):
+        distributed.check_same(lambda: {"config": {"lr": 1, "seed": 0}, "step": 2})
 
 
 def test_shards_cover_the_batch_in_order(monkeypatch):
@@ -147,21 +157,6 @@ def test_a_batch_that_does_not_split_is_one_error_line(monkeypatch, tmp_path, ca
 # Two ranks under mlx.launch
 
 
-def free_port(n: int) -> int:
-    """A port p with p .. p + n - 1 free on 127.0.0.1 (the ring backend listens on p + rank)."""
-    rng = np.random.default_rng()
-    for _ in range(100):
-        p = int(rng.integers(20000, 60000))
-        try:
-            for q in range(p, p + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", q))
-        except OSError:
-            continue
-        return p
-    raise RuntimeError("no free ports on 127.0.0.1")
-
-
 def launch(n: int, out: Path, cfg: dict, *extra: str, timeout: int = 900) -> str:
     """Run the worker on n local ranks; return the output. mlx.launch exits 0 even when a rank
     fails, so success is every rank's closing line."""
@@ -169,7 +164,8 @@ def launch(n: int, out: Path, cfg: dict, *extra: str, timeout: int = 900) -> str
     if not launcher.exists():
         pytest.skip(f"mlx.launch is not installed beside {sys.executable}")
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [str(launcher), "-n", str(n), "--backend", "ring", "--starting-port", str(free_port(n))]
+    port = distributed.free_local_port(n)
+    cmd = [str(launcher), "-n", str(n), "--backend", "ring", "--starting-port", str(port)]
     cmd += ["--", sys.executable, str(WORKER), str(out), json.dumps(cfg), *extra]
     proc = subprocess.Popen(
         cmd,
