@@ -100,7 +100,7 @@ def main(argv=None) -> None:
         + [sys.executable, str(ROOT / "bench_distributed.py"), "--allsum-worker"]
         + ["--model", a.model, "--trials", str(a.trials)]
     )
-    keys = ("median_step_s", "rollout_s", "reward_s", "update_s", "peak_mb", "rss_mb")
+    keys = ("median_step_s", "rollout_s", "reward_s", "update_s", "cpu_s", "peak_mb", "rss_mb")
     result = {
         "model": a.model,
         "backend": backend.backend_name(),

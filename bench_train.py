@@ -60,7 +60,7 @@ def main(argv=None):
         rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").open()][1:]
     med = {
         k: statistics.median(r[k] for r in rows)
-        for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s")
+        for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s", "cpu_s")
     }
     result = {
         "model": a.model,
@@ -79,6 +79,7 @@ def main(argv=None):
         "reward_s": med["reward_s"],
         "update_s": med["update_s"],
         "rollout_tokens_per_s": med["tokens_per_s"],
+        "cpu_s": med["cpu_s"],
         "peak_mb": max(r["peak_mem_mb"] for r in rows),
         "rss_mb": max(r["rss_mb"] for r in rows),
         "mlx": mx.__version__,

@@ -2,13 +2,14 @@
 
 Launch a trainer with `mlx.launch -n N` (ring backend: local ranks over 127.0.0.1, or several
 machines from a hostfile; knowledge/distributed.md). Without a launcher `mx.distributed.init()`
-is a group of one and every function here hands back its input, so a single-process run takes
-no other path. How train.py uses it: every rank draws the step's whole batch from the same
-seeded stream, samples and judges its own block of groups (`shard`), and `gather_rollout` gives
-every rank the full batch, equal to what one process would have drawn (sampler seeds are per
-completion row). Each rank then takes gradients on its own groups, weighted by their share of
-the full batch's loss (grpo.micro_batch_shares), and `sum_gradients` adds them, so every rank
-applies the same update. Rank 0 alone writes logs and checkpoints (`is_main`, `main_only`).
+is a group of one and every collective here is skipped (its input handed back), so a
+single-process run takes no other path. How train.py uses it: every rank draws the step's whole
+batch from the same seeded stream, samples and judges its own block of groups (`shard`), and
+`gather_rollout` gives every rank the full batch, equal to what one process would have drawn
+(sampler seeds are per completion row). Each rank then takes gradients on its own groups,
+weighted by their share of the full batch's loss (grpo.micro_batch_shares), and
+`sum_gradients` adds them, so every rank applies the same update. Rank 0 alone writes logs and
+checkpoints (`is_main`, `main_only`).
 Not here: model or tensor parallelism, fault tolerance (a rank that dies ends the job), launching.
 """
 
@@ -54,7 +55,8 @@ def is_main() -> bool:
 
 
 class LaunchError(ValueError):
-    """A setting that cannot be split over the launched ranks; the CLIs print it and exit 2."""
+    """A batch that cannot be split over the launched ranks, or ranks that start from different
+    settings, data or weights; the CLIs print it and exit 2."""
 
 
 def check_split(n: int, parts: int, what: str) -> None:
@@ -172,9 +174,14 @@ def _difference(a, b) -> tuple[str, str]:
     return repr(a)[:160], repr(b)[:160]
 
 
-def checksum(tree) -> list[float]:
-    """Per-leaf float64 sums of an array tree: equal trees give equal lists."""
-    return [float(np.array(v, dtype=np.float64).sum()) for _, v in tree_flatten(tree)]
+def checksum(tree) -> str:
+    """sha256 of an array tree's names and bytes: equal trees give equal strings, on any host."""
+    h = hashlib.sha256()
+    for name, v in tree_flatten(tree):
+        raw = v.view(mx.uint16) if v.dtype == mx.bfloat16 else v  # numpy has no bfloat16
+        h.update(name.encode() + str(v.dtype).encode())
+        h.update(np.array(raw).tobytes())
+    return h.hexdigest()
 
 
 def digest(obj) -> str:

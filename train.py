@@ -297,12 +297,15 @@ def resume_into(run: Run) -> int:
 def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
+    cpu0 = time.process_time()
     b = rollout(r, step)
     t0 = time.perf_counter()
     upd = update(r, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters
+    # This process's CPU time, all threads: unlike step_s it does not grow when jobs share cores.
+    m["cpu_s"] = time.process_time() - cpu0
     m["kl_coef"] = r.controller.coef
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     due = cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
