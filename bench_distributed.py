@@ -22,6 +22,7 @@ from pathlib import Path
 import backend
 
 import mlx.core as mx
+import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
 
 import distributed
@@ -51,22 +52,36 @@ def json_run(cmd: list[str]) -> dict:
 
 
 def allsum_worker(model: str, trials: int) -> None:
-    """Under mlx.launch: time sum_gradients on a tree shaped like the model's parameters."""
+    """Under mlx.launch: time sum_gradients on a tree shaped like the model's parameters, and
+    the AdamW update every rank repeats (the parts of a step that do not shrink with N)."""
     from load_weights import load
 
     net, _ = load(model, backend.default_dtype())
-    grads = tree_map(lambda p: mx.ones_like(p) * (distributed.rank() + 1), net.parameters())
+    grads = tree_map(lambda p: mx.ones_like(p) * 1e-3, net.trainable_parameters())
     mx.eval(grads)
     n_bytes = sum(v.nbytes for _, v in tree_flatten(grads))
-    times = []
-    for _ in range(trials + 1):  # the first is a warm-up
-        t0 = time.perf_counter()
+    opt = optim.AdamW(learning_rate=1e-5)
+    opt.init(net.trainable_parameters())
+
+    def adamw():
+        opt.update(net, grads)
+        mx.eval(net.parameters(), opt.state)
+
+    def allsum():
         mx.eval(distributed.sum_gradients(grads))
-        times.append(time.perf_counter() - t0)
+
+    result = {}
+    for name, fn in (("allsum", allsum), ("adamw", adamw)):
+        times = []
+        for _ in range(trials + 1):  # the first is a warm-up
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        result[f"{name}_s"] = statistics.median(times[1:])
+    result["allsum_mb"] = n_bytes / 2**20
+    result["allsum_gb_per_s"] = n_bytes / result["allsum_s"] / 1e9
     if distributed.is_main():
-        s = statistics.median(times[1:])
-        out = {"allsum_s": s, "allsum_mb": n_bytes / 2**20, "allsum_gb_per_s": n_bytes / s / 1e9}
-        print(json.dumps(out))
+        print(json.dumps(result))
 
 
 def main(argv=None) -> None:
