@@ -4,7 +4,9 @@ Runs train.py's loop for --steps steps (the first is a warm-up and is not counte
 x G samples x exactly --max-tokens new tokens (EOS ignored, so every step does the same work),
 full fine-tuning with a frozen reference model (KL coefficient 0.04) unless told otherwise, and
 reports medians from metrics.jsonl. Peers measured on the same machine are recorded in
-knowledge/benchmarks.md (TRL GRPOTrainer, mlx-lm-lora); they cannot run offline here.
+knowledge/benchmarks.md (TRL GRPOTrainer, mlx-lm-lora); they cannot run offline here. Under
+`mlx.launch -n N` the ranks split the same global batch and rank 0 reports (bench_distributed.py
+runs both and prints the ratio).
 """
 
 import argparse
@@ -18,6 +20,7 @@ import backend
 
 import mlx.core as mx
 
+import distributed
 import train
 
 
@@ -52,10 +55,12 @@ def main(argv=None):
         )
         mx.reset_peak_memory()
         run_dir = train.run(cfg)
+        if not distributed.is_main():  # rank 0 holds the metrics and reports
+            return
         rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").open()][1:]
     med = {
         k: statistics.median(r[k] for r in rows)
-        for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s")
+        for k in ("step_s", "rollout_s", "reward_s", "update_s", "tokens_per_s", "cpu_s")
     }
     result = {
         "model": a.model,
@@ -74,9 +79,11 @@ def main(argv=None):
         "reward_s": med["reward_s"],
         "update_s": med["update_s"],
         "rollout_tokens_per_s": med["tokens_per_s"],
+        "cpu_s": med["cpu_s"],
         "peak_mb": max(r["peak_mem_mb"] for r in rows),
         "rss_mb": max(r["rss_mb"] for r in rows),
         "mlx": mx.__version__,
+        "ranks": distributed.size(),
     }
     if a.json:
         print(json.dumps(result))

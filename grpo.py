@@ -222,15 +222,19 @@ def flatten_groups(
 # Policy loss
 
 
+def _active_completions(mask: mx.array) -> mx.array:
+    return mx.sum(mx.sum(mask, axis=1) > 0)
+
+
 def _mean_per_sequence(x: mx.array, mask: mx.array, cfg: "LossConfig") -> mx.array:
     # grpo: 1/|active| sum_i 1/|o_i| sum_t x_it. Long completions get less weight per token.
-    n_active = mx.sum(mx.sum(mask, axis=1) > 0)
+    n_active = _active_completions(mask)
     return mx.sum(masked_mean(x, mask, axis=1)) / mx.maximum(n_active, 1)
 
 
 def _sum_over_constant_len(x: mx.array, mask: mx.array, cfg: "LossConfig") -> mx.array:
     # dr_grpo: 1/|active| sum_i 1/L sum_t x_it with L fixed, so every token weighs the same.
-    n_active = mx.sum(mx.sum(mask, axis=1) > 0)
+    n_active = _active_completions(mask)
     per_seq = masked_sum(x, mask, axis=1) / cfg.max_completion_len
     return mx.sum(per_seq) / mx.maximum(n_active, 1)
 
@@ -247,6 +251,50 @@ REDUCTIONS: dict[str, Callable[[mx.array, mx.array, "LossConfig"], mx.array]] = 
     "dapo": _mean_over_tokens,
 }
 DEFAULT_CLIP_EPS_HIGH = {"grpo": 0.2, "dr_grpo": 0.2, "dapo": 0.28}
+
+# What each reduction divides by: a batch's loss is (sum over its rows) / DENOMINATORS[type].
+DENOMINATORS: dict[str, Callable[[mx.array], mx.array]] = {
+    "grpo": _active_completions,
+    "dr_grpo": _active_completions,
+    "dapo": mx.sum,
+}
+LOSS_METRICS = ("loss", "policy_loss", "kl_loss")  # reduced like the loss
+SUMMED_METRICS = ("n_tokens",)
+MAX_METRICS = ("ratio_max",)
+
+
+def micro_batch_shares(mask: mx.array, rows: list[slice], loss_type: str) -> list[tuple]:
+    """(loss share, token share) of each micro-batch (`rows` of the batch's (N, T) mask).
+
+    A micro-batch's loss divides by its own denominator, so the whole batch's loss, and its
+    gradient, is the sum of the micro-batch losses times their loss shares (denominator of the
+    rows / denominator of the batch); per-token metrics combine with the token shares. Both are
+    0 for a batch with no active completion (every group dropped: no gradient anyway)."""
+    count = DENOMINATORS[loss_type]
+    total_loss, total_tok = float(count(mask).item()), float(mx.sum(mask).item())
+    return [
+        (
+            float(count(mask[r]).item()) / total_loss if total_loss else 0.0,
+            float(mx.sum(mask[r]).item()) / total_tok if total_tok else 0.0,
+        )
+        for r in rows
+    ]
+
+
+def combine_metrics(parts: list[dict], shares: list[tuple]) -> dict:
+    """One batch's metrics from its micro-batches' (policy_loss's, lazy scalars): losses weighted
+    by loss share, counts summed, maxima maxed, the rest (per-token means) by token share."""
+    out = {}
+    for key in parts[0]:
+        values = [m[key] for m in parts]
+        if key in MAX_METRICS:
+            out[key] = mx.max(mx.stack(values))
+        elif key in SUMMED_METRICS:
+            out[key] = sum(values[1:], values[0])
+        else:
+            col = 0 if key in LOSS_METRICS else 1
+            out[key] = sum(v * s[col] for v, s in zip(values, shares, strict=True))
+    return out
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,9 @@ class Gwen:
         seed: int = 0,
         stop_at_eos: bool = True,
     ) -> GroupSample:
-        """Sample `group_size` completions for each prompt; all rows decode together."""
+        """Sample `group_size` completions for each prompt; all rows decode together. `seed` is
+        an int, or one int per completion row (row b * group_size + g): then each row's draws
+        depend on its own seed alone, whatever else shares the batch."""
         _check_sampling(group_size, max_new_tokens, temperature, top_p)
         prompt_tokens, prompt_pad = self.left_pad([self.chat_tokens(p) for p in prompts])
         return self.sample_tokens(
@@ -169,6 +171,11 @@ class Gwen:
     ) -> GroupSample:
         B, P = prompt_tokens.shape
         N = B * group_size
+        if np.ndim(seed) > 0 and len(seed) != N:
+            raise ValueError(
+                f"{len(seed)} seeds for {N} rows ({B} prompts x {group_size}): pass one int, "
+                "or one per completion row"
+            )
         W = self.model.lm_head_weight()
         cache, h_last = self.prefill(prompt_tokens, prompt_pad, P + max_new_tokens)
         cache = cache.broadcast_batch(group_size)

@@ -11,10 +11,11 @@ parameters behind stop_gradient (lora.retain_frozen), so their gradient from it 
 while the forget adapter gets the true gradient of the loss. Each micro-batch's loss is weighted
 by its `share` of the full-batch loss, so that with routing switched off the weighted gradients
 add up to the full-batch gradient for every loss_type (tests/test_routing.py). This module plans
-and accumulates; the loop (train.routed_update) feeds it, eval_routing.py measures the result.
+and accumulates; the loop (train.update -> routed_update) feeds it, eval_routing.py measures the result.
 """
 
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -110,3 +111,88 @@ def accumulate(model, loss_fn, micro_batches: list[MicroBatch], args: list[tuple
         for key, v in metrics.items():
             sums[key] = sums.get(key, 0.0) + mb.share * v
     return grads, sums
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop's side (train.py calls these; they take its Run and Rollout)
+
+
+def build_parts(cfg, ctx, scorer, eval_records: list[dict]):
+    """(built hack detectors, the bound routing evaluation or None) for a run's config."""
+    import eval_routing
+    import hacks
+    import rewards
+
+    detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
+    if not cfg.routing_eval_every:
+        return detectors, None
+    task = scorer
+    if cfg.task_reward:
+        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
+    routing_eval = functools.partial(
+        eval_routing.evaluate,
+        records=eval_records,
+        task_scorer=task,
+        detectors=detectors,
+        limit=cfg.eval_limit,
+        samples=cfg.routing_eval_samples,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+    )
+    return detectors, routing_eval
+
+
+def flag_hacks(detectors: list, b) -> dict:
+    """Run the hack detectors on a rollout: set b.flags; return the rates to log."""
+    import hacks
+
+    if not detectors:
+        return {}
+    prompts, categories = [x["prompt"] for x in b.flat], [x["category"] for x in b.flat]
+    b.flags, rates = hacks.detect(detectors, prompts, b.sample.texts, categories)
+    return rates
+
+
+def routed_args(cfg, b, micro_batches: list[MicroBatch], reference, kl_coef: float) -> list:
+    """The loss function's arguments for each routing micro-batch: its groups' prompts and
+    completions, the completion mask cut to the rows it trains on, reference log-probs when
+    there is a KL term."""
+    s, G = b.sample, cfg.group_size
+    parts = [(mx.array(mb.groups), mx.array(mb.rows)) for mb in micro_batches]
+    ref, coef = [None] * len(micro_batches), 0.0  # no reference: a Python 0 (grpo checks it)
+    if reference is not None:
+        ref = [
+            reference.logprobs(s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature)
+            for p, c in parts
+        ]
+        mx.eval(ref)
+        coef = mx.array(kl_coef, dtype=mx.float32)
+    args = []
+    for mb, (p, c), r in zip(micro_batches, parts, ref, strict=True):
+        sampled = s.logprobs[c]
+        old = sampled if cfg.num_iterations > 1 else None
+        mask = b.mask[c] * mx.array(mb.keep)[:, None]
+        tokens, adv = s.tokens[c], b.advantages[c]
+        args.append(
+            (s.prompt_tokens[p], s.prompt_pad[p], tokens, adv, mask, sampled, old, r, coef, cfg)
+        )
+    return args
+
+
+def routed_update(run, b, loss_fn, apply_gradients) -> dict:
+    """train.update under gradient routing: homogeneous micro-batches of whole groups, flagged
+    completions (b.flags) training only the forget adapter, each micro-batch's loss weighted by
+    its share of the full-batch loss; apply_gradients(run, grads, sums, iteration) steps."""
+    cfg = run.cfg
+    micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
+    args = routed_args(cfg, b, micro, run.reference, run.controller.coef)
+    history = []
+    for it in range(cfg.num_iterations):
+        grads, sums = accumulate(run.policy.model, loss_fn, micro, args)
+        history.append(apply_gradients(run, grads, sums, it))
+    return history[-1] | {
+        "lr": run.optimizer.learning_rate.item(),
+        "route/micro_batches": len(micro),
+        "route/flagged_share": sum(mb.share for mb in micro if mb.flagged),
+    }

@@ -23,17 +23,24 @@ def default_kind() -> str:
     return "numpy" if cpu_ops.ENABLED else "mlx"
 
 
-def make_sampler(kind: str, seed: int, temperature: float, top_p: float):
+def make_sampler(kind: str, seed, temperature: float, top_p: float):
     """A function logits (N, V) mx.array -> (tokens (N,) int32, log-probs (N,) float32), numpy
-    arrays, drawing from a generator seeded with `seed` and advanced by each call."""
+    arrays, drawing from a generator seeded with `seed` and advanced by each call.
+
+    `seed` is an int (one generator for all rows) or a sequence of N ints, one generator per
+    row: then row i's draws depend on seeds[i] alone, not on which other rows share the batch
+    (train.py relies on it so that ranks splitting a batch draw what one process would)."""
+    per_row = np.ndim(seed) > 0
     if kind == "numpy":
-        rng = np.random.default_rng(seed)
+        rng = RowGenerators(seed) if per_row else np.random.default_rng(seed)
 
         def draw_numpy(logits):
             return sample_numpy(np.array(logits.astype(mx.float32)), temperature, top_p, rng)
 
         return draw_numpy
     if kind == "mlx":
+        if per_row:
+            return _per_row_mlx(seed, temperature, top_p)
         state = {"key": mx.random.key(seed)}
 
         def draw_mlx(logits):
@@ -43,6 +50,38 @@ def make_sampler(kind: str, seed: int, temperature: float, top_p: float):
 
         return draw_mlx
     raise ValueError(f"sampler kind {kind!r}: use one of {KINDS}")
+
+
+class RowGenerators:
+    """One numpy generator per row, with the `random(n)` call sample_numpy makes: row i's
+    uniform comes from seeds[i]'s generator only."""
+
+    def __init__(self, seeds):
+        self.gens = [np.random.default_rng(int(s)) for s in seeds]
+
+    def random(self, n: int) -> np.ndarray:
+        if n != len(self.gens):
+            raise ValueError(f"{n} rows to sample but {len(self.gens)} row seeds: pass one per row")
+        return np.array([g.random() for g in self.gens])
+
+
+def _per_row_mlx(seeds, temperature: float, top_p: float):
+    """The MLX sampler with one key per row (vmapped), split after every draw."""
+    state = {"keys": mx.stack([mx.random.key(int(s)) for s in seeds])}  # (N, 2)
+    split = mx.vmap(mx.random.split)
+
+    def draw_mlx_rows(logits):
+        if logits.shape[0] != state["keys"].shape[0]:
+            raise ValueError(
+                f"{logits.shape[0]} rows to sample but {state['keys'].shape[0]} row seeds: "
+                "pass one per row"
+            )
+        keys = split(state["keys"])  # (N, 2, 2)
+        state["keys"] = keys[:, 0]
+        tok, lp = sample_mlx(logits, temperature, top_p, keys[:, 1])
+        return np.array(tok), np.array(lp)
+
+    return draw_mlx_rows
 
 
 def sample_numpy(logits: np.ndarray, temperature: float, top_p: float, rng):
@@ -129,7 +168,17 @@ def _nucleus_inplace(p: np.ndarray, top_p: float, total: np.ndarray) -> None:
 _NUCLEUS_K = 1024
 
 
+def _categorical(logits: mx.array, key: mx.array) -> mx.array:
+    """mx.random.categorical over rows; with keys (N, 2), row i draws with key i alone (the same
+    Gumbel-max draw categorical makes, vmapped: categorical itself cannot be)."""
+    if key.ndim == 1:
+        return mx.random.categorical(logits, key=key)
+    noise = mx.vmap(lambda k: mx.random.gumbel(shape=logits.shape[1:], key=k))(key)
+    return mx.argmax(logits + noise, axis=-1)
+
+
 def sample_mlx(logits: mx.array, temperature: float, top_p: float, key):
+    """Like sample_numpy, drawing with `key`: one key (2,) for all rows, or one per row (N, 2)."""
     z = logits.astype(mx.float32)
     if temperature > 0:
         z = z * (1.0 / temperature)
@@ -140,8 +189,8 @@ def sample_mlx(logits: mx.array, temperature: float, top_p: float, key):
         sorted_logz = mx.sort(logz, axis=-1)[:, ::-1]
         mass_before = mx.cumsum(mx.exp(sorted_logz), axis=-1) - mx.exp(sorted_logz)
         cutoff = mx.min(mx.where(mass_before < top_p, sorted_logz, mx.inf), axis=-1)
-        tokens = mx.random.categorical(mx.where(logz >= cutoff[:, None], logz, -mx.inf), key=key)
+        tokens = _categorical(mx.where(logz >= cutoff[:, None], logz, -mx.inf), key)
     else:
-        tokens = mx.random.categorical(logz, key=key)
+        tokens = _categorical(logz, key)
     logp = mx.take_along_axis(logz, tokens[:, None], axis=-1)[:, 0]
     return tokens.astype(mx.int32), logp

@@ -29,10 +29,9 @@ from mlx.utils import tree_map
 from tqdm import tqdm
 
 import checkpoint
-import eval_routing
+import distributed
 import evaluate
 import grpo
-import hacks
 import lora
 import quantize
 import rewards
@@ -93,6 +92,11 @@ class Run:
     routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
 
 
+# Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
+# may differ between ranks (e.g. a temporary folder each).
+WHERE = ("out_dir", "run_name")
+
+
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
     task = tasks.get(cfg.task)
     records = task.load(cfg.data)  # bad files fail here, before any model work
@@ -130,7 +134,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         scorer = rewards.build_scorer(
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
-    detectors, routing_eval = _routing_parts(cfg, ctx, scorer, eval_records)
+    detectors, routing_eval = routing.build_parts(cfg, ctx, scorer, eval_records)
     if cfg.lora_rank:
         _apply_adapters(model, cfg)
     model.train()
@@ -149,9 +153,9 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         stream=PromptStream(records, cfg.seed),
         eval_records=eval_records,
         controller=grpo.AdaptiveKLController(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon),
-        metrics=runlog.MetricsLog(run_dir / "metrics.jsonl"),
-        db=runlog.RolloutDB(run_dir / "rollouts.sqlite"),
-        tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard else None,
+        metrics=distributed.main_only(lambda: runlog.MetricsLog(run_dir / "metrics.jsonl")),
+        db=distributed.main_only(lambda: runlog.RolloutDB(run_dir / "rollouts.sqlite")),
+        tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard and distributed.is_main() else None,
         detectors=detectors,
         routing_eval=routing_eval,
     )
@@ -167,53 +171,40 @@ def _apply_adapters(model, cfg: TrainConfig) -> None:
     else:
         n = lora.apply_lora(model, lc["rank"], lc["alpha"], targets, layers)
         desc = f"LoRA rank {lc['rank']}"
-    tqdm.write(f"{desc} on {targets}, blocks {cfg.lora_layers}: {n:,} trainable")
+    blocks = f"top {cfg.lora_layers} blocks" if cfg.lora_layers else "all blocks"
+    tqdm.write(f"{desc} on {targets}, {blocks}: {n:,} trainable")
 
 
-def _routing_parts(cfg: TrainConfig, ctx, scorer, eval_records) -> tuple[list, Callable | None]:
-    """The built hack detectors and the bound routing evaluation (None when off)."""
-    detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
-    if not cfg.routing_eval_every:
-        return detectors, None
-    task = scorer
-    if cfg.task_reward:
-        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
-    routing_eval = functools.partial(
-        eval_routing.evaluate,
-        records=eval_records,
-        task_scorer=task,
-        detectors=detectors,
-        limit=cfg.eval_limit,
-        samples=cfg.routing_eval_samples,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        seed=cfg.seed,
-    )
-    return detectors, routing_eval
-
-
-def step_seed(cfg: TrainConfig, step: int) -> int:
-    return int(np.random.SeedSequence([cfg.seed, step]).generate_state(1)[0])
+def row_seeds(cfg: TrainConfig, step: int, prompts: range, group_size: int) -> list[int]:
+    """One sampler seed per completion row, keyed by (seed, step, the prompt's place in the
+    step's batch, the sample): a group draws the same completions whichever rank samples it."""
+    return [
+        int(np.random.SeedSequence([cfg.seed, step, i, g]).generate_state(1)[0])
+        for i in prompts
+        for g in range(group_size)
+    ]
 
 
 def rollout(run: Run, step: int) -> Rollout:
     """Sample B x G completions, score them, and compute advantages (host-side numbers)."""
     cfg, G = run.cfg, run.cfg.group_size
     batch = run.stream.next_batch(cfg.prompts_per_step)
+    mine = distributed.shard(len(batch))  # this rank's groups (all of them in one process)
     t0 = time.perf_counter()
     sample = run.policy.sample_group(
-        [r["prompt"] for r in batch],
+        [batch[i]["prompt"] for i in mine],
         G,
         cfg.max_new_tokens,
         cfg.temperature,
         cfg.top_p,
-        seed=step_seed(cfg, step),
+        seed=row_seeds(cfg, step, mine, G),
         stop_at_eos=not cfg.ignore_eos,
     )
     mx.eval(sample.tokens, sample.mask)
     t1 = time.perf_counter()
-    flat = [r for r in batch for _ in range(G)]
+    flat = [batch[i] for i in mine for _ in range(G)]
     scores = run.scorer([r["prompt"] for r in flat], sample.texts, [r["category"] for r in flat])
+    sample, scores = distributed.gather_rollout(sample, scores, run.policy.pad_id)
     t2 = time.perf_counter()
     reward_grid = scores.values.reshape(len(batch), G)
     keys, state = [r["category"] for r in batch], run.baseline_state
@@ -249,15 +240,15 @@ def _loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg: 
 
 
 def update(run: Run, b: Rollout) -> dict:
-    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches."""
+    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches of
+    this rank's groups, weighted by their share of the whole batch's loss and summed over ranks
+    (gradient routing: routing.routed_update)."""
     if run.cfg.routing == "routed":
-        return routed_update(run, b)
+        return routing.routed_update(run, b, _loss_fn, _apply_gradients)
     cfg, s, model = run.cfg, b.sample, run.policy.model
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
-    parts = [
-        (slice(i * B // k, (i + 1) * B // k), slice(i * B * G // k, (i + 1) * B * G // k))
-        for i in range(k)
-    ]
+    parts = distributed.micro_batches(B, G, k)
+    shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
         ref = [
@@ -271,8 +262,8 @@ def update(run: Run, b: Rollout) -> dict:
     grad_fn = nn.value_and_grad(model, _loss_fn)
     history = []
     for it in range(cfg.num_iterations):
-        grads, sums = None, {}
-        for (p, c), r in zip(parts, ref, strict=True):
+        grads, parts_m = None, []
+        for (p, c), r, (w, _) in zip(parts, ref, shares, strict=True):
             sampled = s.logprobs[c]
             (_, m), g = grad_fn(
                 model,
@@ -287,10 +278,12 @@ def update(run: Run, b: Rollout) -> dict:
                 kl_coef,
                 cfg,
             )
+            g = g if w == 1.0 else tree_map(lambda x, w=w: x * w, g)
             grads = g if grads is None else tree_map(mx.add, grads, g)
-            for key, v in m.items():
-                sums[key] = sums.get(key, 0.0) + v / k
-        history.append(_apply_gradients(run, tree_map(lambda g: g / k, grads), sums, it))
+            parts_m.append(m)
+        sums = distributed.sum_metrics(grpo.combine_metrics(parts_m, shares), grpo.MAX_METRICS)
+        grads = distributed.sum_gradients(grads)
+        history.append(_apply_gradients(run, grads, sums, it))
     return history[-1] | {"lr": run.optimizer.learning_rate.item()}
 
 
@@ -312,61 +305,10 @@ def _apply_gradients(run: Run, grads, sums: dict, it: int) -> dict:
     return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
 
 
-def flag_hacks(run: Run, b: Rollout) -> dict:
-    """Run the hack detectors on the rollout: set b.flags; return the rates to log."""
-    if not run.detectors:
-        return {}
-    prompts, categories = [x["prompt"] for x in b.flat], [x["category"] for x in b.flat]
-    b.flags, rates = hacks.detect(run.detectors, prompts, b.sample.texts, categories)
-    return rates
-
-
-def routed_args(cfg: TrainConfig, b: Rollout, plan: list, reference, kl_coef: float) -> list:
-    """_loss_fn's arguments for each routing micro-batch: its groups' prompts and completions,
-    the completion mask cut to the rows it trains on, reference log-probs when there is a KL."""
-    s, G = b.sample, cfg.group_size
-    parts = [(mx.array(mb.groups), mx.array(mb.rows)) for mb in plan]
-    ref, coef = [None] * len(plan), 0.0  # no reference: a Python 0 (grpo checks for it)
-    if reference is not None:
-        ref = [
-            reference.logprobs(s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature)
-            for p, c in parts
-        ]
-        mx.eval(ref)
-        coef = mx.array(kl_coef, dtype=mx.float32)
-    args = []
-    for mb, (p, c), r in zip(plan, parts, ref, strict=True):
-        sampled = s.logprobs[c]
-        old = sampled if cfg.num_iterations > 1 else None
-        mask = b.mask[c] * mx.array(mb.keep)[:, None]
-        tokens, adv = s.tokens[c], b.advantages[c]
-        args.append(
-            (s.prompt_tokens[p], s.prompt_pad[p], tokens, adv, mask, sampled, old, r, coef, cfg)
-        )
-    return args
-
-
-def routed_update(run: Run, b: Rollout) -> dict:
-    """update() under gradient routing (routing.py): homogeneous micro-batches of whole groups,
-    flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
-    weighted by its share of the full-batch loss."""
-    cfg = run.cfg
-    plan = routing.plan(
-        b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum
-    )
-    args = routed_args(cfg, b, plan, run.reference, run.controller.coef)
-    history = []
-    for it in range(cfg.num_iterations):
-        grads, sums = routing.accumulate(run.policy.model, _loss_fn, plan, args)
-        history.append(_apply_gradients(run, grads, sums, it))
-    return history[-1] | {
-        "lr": run.optimizer.learning_rate.item(),
-        "route/micro_batches": len(plan),
-        "route/flagged_share": sum(mb.share for mb in plan if mb.flagged),
-    }
-
-
-def save(run: Run, step: int) -> Path:
+def save(run: Run, step: int) -> Path | None:
+    """Checkpoint `step` (rank 0 only: the other ranks hold the same state)."""
+    if not distributed.is_main():
+        return None
     state = {
         "data": run.stream.state(),
         "kl_controller": run.controller.state_dict(),
@@ -407,17 +349,21 @@ def resume_into(run: Run) -> int:
 def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
+    cpu0 = time.process_time()
     b = rollout(r, step)
-    hack_rates = flag_hacks(r, b)
+    hack_rates = routing.flag_hacks(r.detectors, b)
     t0 = time.perf_counter()
     upd = update(r, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
+    # This process's CPU time, all threads: unlike step_s it does not grow when jobs share cores.
+    m["cpu_s"] = time.process_time() - cpu0
     m["kl_coef"] = r.controller.coef
     m |= {f"baseline/{key}": s["mean"] for key, s in r.baseline_state.items()}
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
-    if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+    due = cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
+    if due and distributed.is_main():  # only rank 0 logs it
         m |= evaluate.evaluate(
             r.policy,
             r.scorer,
@@ -446,6 +392,10 @@ def run(
     """Train per `cfg`; with `resume`, continue the run in `run_dir` from its newest checkpoint."""
     backend.announce()
     run_dir = Path(run_dir or Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name()))
+    distributed.check_split(cfg.prompts_per_step, cfg.grad_accum, "prompts_per_step")
+    if cfg.routing == "routed" and distributed.size() > 1:  # routed_update sums no gradients
+        raise distributed.LaunchError("--routing routed runs in one process: launch it alone")
+    run_dir = Path(distributed.main_value(str(run_dir)))  # the name holds rank 0's clock
     if not resume and (run_dir / "metrics.jsonl").exists():
         raise FileExistsError(
             f"{run_dir} already holds a run: continue it with --resume {run_dir}, or choose "
@@ -453,9 +403,26 @@ def run(
         )
     r = build(cfg, run_dir, policy, reward_fn)
     start = resume_into(r) if resume else 0
-    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    distributed.check_same(
+        lambda: {
+            "step": start,
+            "data cursor": r.stream.state(),
+            "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k not in WHERE},
+            "training data": distributed.digest(r.stream.records),
+            "weights": distributed.checksum(r.policy.model.trainable_parameters()),
+        }
+    )
+    if distributed.is_main():
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     tqdm.write(f"run dir: {run_dir}")
-    bar = tqdm(total=cfg.steps, initial=start, desc="grpo", unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.steps,
+        initial=start,
+        desc="grpo",
+        unit="step",
+        dynamic_ncols=True,
+        disable=not distributed.is_main(),
+    )
     last_saved = start
     with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
@@ -467,10 +434,11 @@ def run(
                 loss=f"{m['loss']:.4f}",
                 s=f"{m['step_s']:.1f}",
             )
-            if step % cfg.save_every == 0 or step == cfg.steps or stop.raised:
+            stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
+            if step % cfg.save_every == 0 or step == cfg.steps or stopping:
                 save(r, step)
                 last_saved = step
-            if stop.raised:
+            if stopping:
                 break
     bar.close()
     r.db.close()
@@ -498,6 +466,7 @@ def main(argv=None) -> int:
         FileNotFoundError,
         FileExistsError,
         rewards.RewardError,
+        distributed.LaunchError,
     ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

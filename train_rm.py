@@ -35,10 +35,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tqdm import tqdm
 
 import checkpoint
+import distributed
 import reward_model
 import runlog
 import tblog
@@ -162,14 +163,15 @@ class PairData:
         return reward_model.bt_loss(r[:n], r[n:], self.margin), mx.mean(gap > 0)
 
     def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
-        """(accuracy, mean BT loss); a tie counts half."""
+        """(accuracy, mean BT loss); a tie counts half. Each rank scores its share."""
         correct, losses = [], []
-        for i in range(0, len(self.enc), batch):
+        for i in distributed.share_of(range(0, len(self.enc), batch)):
             tokens, pad, n = self.batch(rm, range(i, min(i + batch, len(self.enc))))
             r = rm(tokens, pad)
             gap = np.array(r[:n] - r[n:])
             correct += list(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0)))
             losses += list(np.logaddexp(0.0, -(gap - self.margin)))
+        correct, losses = distributed.gather_lists(correct, losses)
         return float(np.mean(correct)), float(np.mean(losses))
 
 
@@ -192,13 +194,14 @@ class LabelData:
         return bce, mx.mean((r > 0) == (y > 0.5))
 
     def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
-        """(accuracy at score 0, mean BCE)."""
+        """(accuracy at score 0, mean BCE). Each rank scores its share."""
         correct, losses = [], []
-        for i in range(0, len(self.enc), batch):
+        for i in distributed.share_of(range(0, len(self.enc), batch)):
             tokens, pad, y = self.batch(rm, range(i, min(i + batch, len(self.enc))))
             r, y = np.array(rm(tokens, pad)), np.array(y)
             correct += list(((r > 0) == (y > 0.5)).astype(float))
             losses += list(np.logaddexp(0.0, r) - y * r)
+        correct, losses = distributed.gather_lists(correct, losses)
         return float(np.mean(correct)), float(np.mean(losses))
 
 
@@ -258,11 +261,28 @@ class Trainer:
         return main + self.cfg.center_coef * mx.mean(r * r), (main, acc)
 
     def train_step(self) -> dict:
-        tokens, pad, aux = self.train_data.batch(self.rm, self.next_batch())
+        """One step on the next batch; with several ranks each takes its block of the batch and
+        the gradients, weighted by the block's share of the pairs, are summed over ranks."""
+        idx = self.next_batch()
+        mine = distributed.share_of(idx)
+        share = len(mine) / len(idx)
         grad_fn = nn.value_and_grad(self.rm, self.loss_fn)
-        (loss, (main, acc)), grads = grad_fn(self.rm, tokens, pad, aux)
+        if len(mine):
+            tokens, pad, aux = self.train_data.batch(self.rm, mine)
+            (loss, (main, acc)), grads = grad_fn(self.rm, tokens, pad, aux)
+            n_tokens = tokens.size
+        else:  # an epoch's last batch may hold fewer pairs than there are ranks
+            loss = main = acc = mx.array(0.0)
+            grads, n_tokens = tree_map(mx.zeros_like, self.rm.trainable_parameters()), 0
+        if share != 1.0:
+            grads = tree_map(lambda g: g * share, grads)
+        grads = distributed.sum_gradients(grads)
+        sums = distributed.sum_metrics(
+            {"loss": loss * share, "main": main * share, "acc": acc * share, "tokens": n_tokens}
+        )
+        loss, main, acc = sums["loss"], sums["main"], sums["acc"]
         grads, norm = optim.clip_grad_norm(grads, self.cfg.max_grad_norm)
-        mx.eval(loss, grads, norm)
+        mx.eval(loss, main, acc, grads, norm)
         if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
             raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.step + 1}")
         self.optimizer.update(self.rm, grads)
@@ -274,7 +294,7 @@ class Trainer:
             "train_accuracy": acc.item(),
             "grad_norm": norm.item(),
             "lr": self.optimizer.learning_rate.item(),
-            "tokens": int(tokens.size),
+            "tokens": int(sums["tokens"]),
         }
 
     def evaluate(self) -> dict:
@@ -289,7 +309,9 @@ class Trainer:
         return {"val_accuracy": acc, "val_loss": loss}
 
     def save_state(self, path: Path) -> None:
-        """Everything needed to resume exactly, written atomically."""
+        """Everything needed to resume exactly, written atomically (by rank 0 only)."""
+        if not distributed.is_main():
+            return
         tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -327,33 +349,50 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     """Train per `cfg`; save the best-validation (else the last) weights to cfg.out and return
     it. A first Ctrl-C/SIGTERM saves the resumable state and returns the work folder instead."""
     backend.announce()
+    distributed.check_split(cfg.batch_pairs, 1, "batch_pairs")
+    main = distributed.is_main()  # rank 0 alone writes (knowledge/distributed.md)
     out = Path(cfg.out)
     work = Path(cfg.work or Path("runs") / "rm" / out.name)
-    if not resume and work.exists():  # scratch of an earlier run: a fresh start clears it
+    if not resume and work.exists() and main:  # scratch of an earlier run: a fresh start clears it
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     t = Trainer(cfg)
-    log = runlog.MetricsLog(work / "train_log.jsonl")
-    tb = tblog.TBLog(work / "tb", prefix="rm") if cfg.tensorboard else None
+    log = distributed.main_only(lambda: runlog.MetricsLog(work / "train_log.jsonl"))
+    tb = tblog.TBLog(work / "tb", prefix="rm") if cfg.tensorboard and main else None
     if resume and (work / "state").exists():
         t.load_state(work / "state")
         log.truncate_after(t.step)
         if tb:
             tb.truncate_after(t.step)
         tqdm.write(f"resumed {work} at step {t.step}")
-    (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    distributed.check_same(
+        lambda: {
+            "step and data cursor": (t.step, t.epoch, t.position),
+            "config": dataclasses.asdict(cfg),
+            "training data": file_sha256(cfg.data_path()),
+            "weights": distributed.checksum(t.rm.trainable_parameters()),
+        }
+    )
+    if main:
+        (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     counts = t.counts
     tqdm.write(f"{cfg.data_path()}: {counts} (the test split is never read here)")
     bar = tqdm(
-        total=cfg.steps, initial=t.step, desc="reward model", unit="step", dynamic_ncols=True
+        total=cfg.steps,
+        initial=t.step,
+        desc="reward model",
+        unit="step",
+        dynamic_ncols=True,
+        disable=not main,
     )
     start = time.perf_counter()
     with checkpoint.StopOnSignal() as stop:
         while t.step < cfg.steps:
             m = t.train_step()
+            stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
             if t.step % cfg.eval_every == 0 or t.step == cfg.steps:
                 m |= t.evaluate()
-            if t.step % cfg.eval_every == 0 or stop.raised:  # no extra evaluation: same best
+            if t.step % cfg.eval_every == 0 or stopping:  # no extra evaluation: same best
                 t.save_state(work / "state")
             m["elapsed_s"] = time.perf_counter() - start
             log.append(t.step, m)
@@ -362,7 +401,7 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
             bar.update(1)
             val = {"val": f"{m['val_accuracy']:.3f}"} if "val_accuracy" in m else {}
             bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
-            if stop.raised:
+            if stopping:
                 bar.close()
                 if tb:
                     tb.close()
@@ -371,6 +410,8 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     bar.close()
     if tb:
         tb.close()
+    if not main:
+        return out
     if t.best_weights is not None:
         t.rm.load_weights(list(t.best_weights.items()), strict=False)
     extra = {
@@ -421,7 +462,7 @@ def main(argv=None) -> int:
         return 2
     try:
         train(cfg, resume=resume)
-    except (DataError, LoadError, FileNotFoundError) as e:
+    except (DataError, LoadError, FileNotFoundError, distributed.LaunchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

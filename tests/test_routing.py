@@ -230,7 +230,7 @@ def routed_grads(model, cfg, b, kl_coef, route=True, only_flagged=None):
     if only_flagged is not None:
         plan = [mb for mb in plan if mb.flagged == only_flagged]
     ref = Reference(model, lambda: lora.adapters_disabled(model))
-    args = train.routed_args(cfg, b, plan, ref, kl_coef)
+    args = routing.routed_args(cfg, b, plan, ref, kl_coef)
     return plan, *routing.accumulate(model, train._loss_fn, plan, args, route=route)
 
 
