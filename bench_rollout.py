@@ -147,9 +147,7 @@ def profile(gwen, prompts, a):
         "body_forward_ms (per step)": timed(body),
         "lm_head_ms (per step)": timed(lambda: mx.eval(hidden @ W.T)),
         "to_numpy_ms (per step)": timed(lambda: np.array(logits.astype(mx.float32))),
-        "sample_ms (per step)": timed(
-            lambda: sample_numpy(logits_np, a.temperature, a.top_p, rng)
-        ),
+        "sample_ms (per step)": timed(lambda: sample_numpy(logits_np, a.temperature, a.top_p, rng)),
     }
 
 

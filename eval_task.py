@@ -3,7 +3,8 @@ task's file, scored by the task's judge-free reward (chess: graduated against St
 rules), per record type. The values task is evaluated by evaluate.py (several models, judged
 rewards, pushback, diversity, KL); this command serves rewards that need no judge model.
 
-    uv run python eval_task.py --task chess --data data/chess/test.jsonl --model runs/X/checkpoints/step_000100
+    uv run python eval_task.py --task chess --data data/chess/test.jsonl \
+        --model runs/X/checkpoints/step_000100
 """
 
 import argparse

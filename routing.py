@@ -11,7 +11,8 @@ parameters behind stop_gradient (lora.retain_frozen), so their gradient from it 
 while the forget adapter gets the true gradient of the loss. Each micro-batch's loss is weighted
 by its `share` of the full-batch loss, so that with routing switched off the weighted gradients
 add up to the full-batch gradient for every loss_type (tests/test_routing.py). This module plans
-and accumulates; the loop (train.update -> routed_update) feeds it, eval_routing.py measures the result.
+and accumulates, and `routed_update` is the loop's update under routing (policy_update.update
+calls it); eval_routing.py measures the result.
 """
 
 import contextlib
@@ -181,9 +182,9 @@ def routed_args(cfg, b, micro_batches: list[MicroBatch], reference, kl_coef: flo
 
 
 def routed_update(run, b, loss_fn, apply_gradients) -> dict:
-    """train.update under gradient routing: homogeneous micro-batches of whole groups, flagged
-    completions (b.flags) training only the forget adapter, each micro-batch's loss weighted by
-    its share of the full-batch loss; apply_gradients(run, grads, sums, iteration) steps."""
+    """policy_update.update under gradient routing: homogeneous micro-batches of whole groups,
+    flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
+    weighted by its share of the full-batch loss; apply_gradients(run, grads, sums, it) steps."""
     cfg = run.cfg
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
     args = routed_args(cfg, b, micro, run.reference, run.controller.coef)

@@ -4,10 +4,10 @@ Each step takes B prompts from the shuffled training set (prompts.PromptStream),
 completions per prompt (prompt prefilled once), scores them with the reward spec (rewards.py: the
 model-judged rubric by default), turns rewards into group-relative advantages (grpo.py), and
 updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
-(reference.py). Every random draw is keyed by (seed, step), so a run resumed from a checkpoint
-repeats the uninterrupted run exactly. Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite,
-checkpoints and (with --plot) PNG curves (runlog.py), and TensorBoard events in RUN_DIR/tb/
-(tblog.py). It is the loop and its CLI, nothing else.
+(policy_update.py, reference.py). Every random draw is keyed by (seed, step), so a run resumed
+from a checkpoint (checkpoint.save_run / resume_run) repeats the uninterrupted run exactly.
+Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG curves
+(runlog.py), and TensorBoard events in RUN_DIR/tb/ (tblog.py). It is the loop and its CLI.
 """
 
 import dataclasses
@@ -22,10 +22,8 @@ from pathlib import Path
 import backend
 
 import mlx.core as mx
-import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
-from mlx.utils import tree_map
 from tqdm import tqdm
 
 import checkpoint
@@ -33,6 +31,7 @@ import distributed
 import evaluate
 import grpo
 import lora
+import policy_update
 import quantize
 import rewards
 import routing
@@ -40,8 +39,7 @@ import runlog
 import tasks
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config
-from gwen import GroupSample, Gwen, sequence_logprobs
-from kernels import masked_mean
+from gwen import GroupSample, Gwen
 from load_weights import LoadError
 from prompts import DataError, PromptStream
 from reference import Reference, default_judge
@@ -225,127 +223,6 @@ def rollout(run: Run, step: int) -> Rollout:
     return Rollout(batch, sample, scores, reward_grid, adv_flat, mask, filtered, t1 - t0, t2 - t1)
 
 
-def _loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg: TrainConfig):
-    logp, entropy = sequence_logprobs(
-        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True
-    )
-    # num_iterations == 1: the ratio is against these same weights, so stop_gradient(logp) is
-    # exact; > 1: against the rollout policy, whose log-probs the sampler returned.
-    old = mx.stop_gradient(logp) if old is None else old
-    loss, metrics = grpo.policy_loss(logp, old, ref, adv, mask, cfg.loss_config(), kl_coef)
-    metrics["entropy"] = masked_mean(mx.stop_gradient(entropy), mask)
-    # Sampler vs trainer log-probs of the same tokens: ~1e-6 unless caching or padding is wrong.
-    metrics["logprob_gap"] = masked_mean(mx.abs(mx.stop_gradient(logp) - sampled), mask)
-    return loss, metrics
-
-
-def update(run: Run, b: Rollout) -> dict:
-    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches of
-    this rank's groups, weighted by their share of the whole batch's loss and summed over ranks
-    (gradient routing: routing.routed_update)."""
-    if run.cfg.routing == "routed":
-        return routing.routed_update(run, b, _loss_fn, _apply_gradients)
-    cfg, s, model = run.cfg, b.sample, run.policy.model
-    G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
-    parts = distributed.micro_batches(B, G, k)
-    shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
-    ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
-    if run.reference is not None:
-        ref = [
-            run.reference.logprobs(
-                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature
-            )
-            for p, c in parts
-        ]
-        mx.eval(ref)
-        kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
-    grad_fn = nn.value_and_grad(model, _loss_fn)
-    history = []
-    for it in range(cfg.num_iterations):
-        grads, parts_m = None, []
-        for (p, c), r, (w, _) in zip(parts, ref, shares, strict=True):
-            sampled = s.logprobs[c]
-            (_, m), g = grad_fn(
-                model,
-                s.prompt_tokens[p],
-                s.prompt_pad[p],
-                s.tokens[c],
-                b.advantages[c],
-                b.mask[c],
-                sampled,
-                sampled if cfg.num_iterations > 1 else None,
-                r,
-                kl_coef,
-                cfg,
-            )
-            g = g if w == 1.0 else tree_map(lambda x, w=w: x * w, g)
-            grads = g if grads is None else tree_map(mx.add, grads, g)
-            parts_m.append(m)
-        sums = distributed.sum_metrics(grpo.combine_metrics(parts_m, shares), grpo.MAX_METRICS)
-        grads = distributed.sum_gradients(grads)
-        history.append(_apply_gradients(run, grads, sums, it))
-    return history[-1] | {"lr": run.optimizer.learning_rate.item()}
-
-
-def _apply_gradients(run: Run, grads, sums: dict, it: int) -> dict:
-    """Clip, check finiteness, take the optimizer step (or skip and count it); host metrics."""
-    model = run.policy.model
-    grads, grad_norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
-    finite = grpo.tree_is_finite((sums["loss"], grads))
-    mx.eval(finite, sums, grad_norm)
-    if finite.item():
-        run.optimizer.update(model, grads)
-        mx.eval(model.parameters(), run.optimizer.state)
-    else:
-        run.counters["skipped_steps"] += 1
-        tqdm.write(
-            f"non-finite loss or gradient at iteration {it}: update skipped "
-            f"(total skipped {run.counters['skipped_steps']})"
-        )
-    return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
-
-
-def save(run: Run, step: int) -> Path | None:
-    """Checkpoint `step` (rank 0 only: the other ranks hold the same state)."""
-    if not distributed.is_main():
-        return None
-    state = {
-        "data": run.stream.state(),
-        "kl_controller": run.controller.state_dict(),
-        "baseline": run.baseline_state,
-        "counters": dict(run.counters),
-        "sqlite_rows": run.db.flush(),
-    }
-    return checkpoint.save(
-        run.run_dir,
-        step,
-        model=run.policy.model,
-        tokenizer=run.policy.tokenizer,
-        optimizer=run.optimizer,
-        trainer_state=state,
-        config=dataclasses.asdict(run.cfg),
-        lora_cfg=run.cfg.lora_config(),
-    )
-
-
-def resume_into(run: Run) -> int:
-    """Restore the newest checkpoint of run.run_dir into `run`; return its step."""
-    ckpt = checkpoint.latest(run.run_dir)
-    state = checkpoint.restore(
-        ckpt, model=run.policy.model, optimizer=run.optimizer, lora=bool(run.cfg.lora_rank)
-    )
-    run.stream.load_state(state["data"])
-    run.controller = grpo.AdaptiveKLController.from_state_dict(state["kl_controller"])
-    run.baseline_state = state.get("baseline", {})  # checkpoints before issue 15 have none
-    run.counters.update(state["counters"])
-    run.metrics.truncate_after(state["step"])
-    run.db.truncate_after(state["step"])
-    if run.tb:
-        run.tb.truncate_after(state["step"])
-    tqdm.write(f"resumed {run.run_dir} at step {state['step']} from {ckpt.name}")
-    return state["step"]
-
-
 def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
@@ -353,7 +230,7 @@ def train_step(r: Run, step: int) -> dict:
     b = rollout(r, step)
     hack_rates = routing.flag_hacks(r.detectors, b)
     t0 = time.perf_counter()
-    upd = update(r, b)
+    upd = policy_update.update(r, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
@@ -402,7 +279,7 @@ def run(
             "another --run-name"
         )
     r = build(cfg, run_dir, policy, reward_fn)
-    start = resume_into(r) if resume else 0
+    start = checkpoint.resume_run(r) if resume else 0
     distributed.check_same(
         lambda: {
             "step": start,
@@ -436,7 +313,7 @@ def run(
             )
             stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
             if step % cfg.save_every == 0 or step == cfg.steps or stopping:
-                save(r, step)
+                checkpoint.save_run(r, step)
                 last_saved = step
             if stopping:
                 break

@@ -21,6 +21,7 @@ import eval_routing
 import grpo
 import hacks
 import lora
+import policy_update
 import routing
 import train
 from gwen import Gwen
@@ -203,7 +204,7 @@ def rollout_like(model, cfg, seed=3):
 
 
 def full_batch_grads(model, cfg, b, kl_coef, adv=None):
-    """The plain full-batch gradient of train._loss_fn, as train.update computes it (k = 1)."""
+    """The plain full-batch gradient of policy_update.loss_fn, as update computes it (k = 1)."""
     s = b.sample
     ref = Reference(model, lambda: lora.adapters_disabled(model)).logprobs(
         s.prompt_tokens, s.prompt_pad, s.tokens, cfg.group_size, s.temperature
@@ -221,7 +222,7 @@ def full_batch_grads(model, cfg, b, kl_coef, adv=None):
         coef,
         cfg,
     )
-    (loss, _), g = nn.value_and_grad(model, train._loss_fn)(model, *args)
+    (loss, _), g = nn.value_and_grad(model, policy_update.loss_fn)(model, *args)
     return loss, g
 
 
@@ -231,7 +232,7 @@ def routed_grads(model, cfg, b, kl_coef, route=True, only_flagged=None):
         plan = [mb for mb in plan if mb.flagged == only_flagged]
     ref = Reference(model, lambda: lora.adapters_disabled(model))
     args = routing.routed_args(cfg, b, plan, ref, kl_coef)
-    return plan, *routing.accumulate(model, train._loss_fn, plan, args, route=route)
+    return plan, *routing.accumulate(model, policy_update.loss_fn, plan, args, route=route)
 
 
 def assert_close(got: dict, want: dict, what: str):

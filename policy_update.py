@@ -1,0 +1,108 @@
+"""The policy update of one GRPO step: the loss over micro-batches, the gradients summed over
+ranks, clipped, checked and applied.
+
+`update(run, b)` takes train.py's Run (policy, reference, optimizer, KL controller, counters,
+config) and a Rollout (sampled tokens, sampler log-probs, advantages, completion mask). Each of
+`grad_accum` micro-batches holds whole groups (the prompt is run once per group); its gradient
+is weighted by its share of the full batch's loss denominator (grpo.micro_batch_shares), so the
+sum is the full-batch gradient for every loss type and every number of ranks
+(knowledge/distributed.md). A non-finite loss or gradient skips the optimizer step, counted in
+`skipped_steps`. Under gradient routing the micro-batches are routing.py's instead.
+"""
+
+import backend  # noqa: F401  (loads OpenBLAS before mlx)
+
+# isort: split
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+from mlx.utils import tree_map
+from tqdm import tqdm
+
+import distributed
+import grpo
+import routing
+from gwen import sequence_logprobs
+from kernels import masked_mean
+
+
+def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg):
+    """The GRPO loss of one micro-batch (grpo.policy_loss) and its metrics, from the policy's
+    log-probs of the sampled tokens (the prompt run once per group)."""
+    logp, entropy = sequence_logprobs(
+        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True
+    )
+    # num_iterations == 1: the ratio is against these same weights, so stop_gradient(logp) is
+    # exact; > 1: against the rollout policy, whose log-probs the sampler returned.
+    old = mx.stop_gradient(logp) if old is None else old
+    loss, metrics = grpo.policy_loss(logp, old, ref, adv, mask, cfg.loss_config(), kl_coef)
+    metrics["entropy"] = masked_mean(mx.stop_gradient(entropy), mask)
+    # Sampler vs trainer log-probs of the same tokens: ~1e-6 unless caching or padding is wrong.
+    metrics["logprob_gap"] = masked_mean(mx.abs(mx.stop_gradient(logp) - sampled), mask)
+    return loss, metrics
+
+
+def update(run, b) -> dict:
+    """num_iterations optimizer updates on this batch, each over grad_accum micro-batches of
+    this rank's groups, weighted by their share of the whole batch's loss and summed over ranks
+    (gradient routing: routing.routed_update)."""
+    if run.cfg.routing == "routed":
+        return routing.routed_update(run, b, loss_fn, apply_gradients)
+    cfg, s, model = run.cfg, b.sample, run.policy.model
+    G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
+    parts = distributed.micro_batches(B, G, k)
+    shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
+    ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
+    if run.reference is not None:
+        ref = [
+            run.reference.logprobs(
+                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature
+            )
+            for p, c in parts
+        ]
+        mx.eval(ref)
+        kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
+    grad_fn = nn.value_and_grad(model, loss_fn)
+    history = []
+    for it in range(cfg.num_iterations):
+        grads, parts_m = None, []
+        for (p, c), r, (w, _) in zip(parts, ref, shares, strict=True):
+            sampled = s.logprobs[c]
+            (_, m), g = grad_fn(
+                model,
+                s.prompt_tokens[p],
+                s.prompt_pad[p],
+                s.tokens[c],
+                b.advantages[c],
+                b.mask[c],
+                sampled,
+                sampled if cfg.num_iterations > 1 else None,
+                r,
+                kl_coef,
+                cfg,
+            )
+            g = g if w == 1.0 else tree_map(lambda x, w=w: x * w, g)
+            grads = g if grads is None else tree_map(mx.add, grads, g)
+            parts_m.append(m)
+        sums = distributed.sum_metrics(grpo.combine_metrics(parts_m, shares), grpo.MAX_METRICS)
+        grads = distributed.sum_gradients(grads)
+        history.append(apply_gradients(run, grads, sums, it))
+    return history[-1] | {"lr": run.optimizer.learning_rate.item()}
+
+
+def apply_gradients(run, grads, sums: dict, it: int) -> dict:
+    """Clip, check finiteness, take the optimizer step (or skip and count it); host metrics."""
+    model = run.policy.model
+    grads, grad_norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
+    finite = grpo.tree_is_finite((sums["loss"], grads))
+    mx.eval(finite, sums, grad_norm)
+    if finite.item():
+        run.optimizer.update(model, grads)
+        mx.eval(model.parameters(), run.optimizer.state)
+    else:
+        run.counters["skipped_steps"] += 1
+        tqdm.write(
+            f"non-finite loss or gradient at iteration {it}: update skipped "
+            f"(total skipped {run.counters['skipped_steps']})"
+        )
+    return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
