@@ -33,7 +33,8 @@ class TrainConfig:
     baseline_decay: float = _f(0.9, "per-step decay of the ema/adaptive baseline's average")
     reward: str | None = _f(
         None,
-        "reward spec (default: the task's, rubric | chess): rubric | rm:PATH | happy | chess | "
+        "reward spec (default: the task's, rm:models/rm-smollm2-135m | chess): rubric | rm:PATH | "
+        "rubric_cal | happy | chess | "
         "mix rubric:0.5,rm:PATH:0.5",
     )
     reward_config: str | None = _f(None, "YAML file of reward components (replaces --reward)")

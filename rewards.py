@@ -188,13 +188,23 @@ def _build_rubric(ctx, batch_size: int | None = None, **options):
 # the prompt; a reward model scores it ECHO_SCORE, below anything it gives a real answer (its
 # scores stay within about +-8: center_coef keeps them near 0). knowledge/reward_model.md.
 ECHO_THRESHOLD = 0.8
+REPO = Path(__file__).resolve().parent
+
+
+def rm_folder(path: str) -> Path:
+    """A reward-model folder: as given (absolute, or relative to the working directory), else
+    relative to the repository, so the shipped models/ work from any directory."""
+    folder = Path(path)
+    if folder.is_absolute() or folder.exists() or not (REPO / folder).exists():
+        return folder
+    return REPO / folder
 ECHO_SCORE = -10.0
 
 
 def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
     import reward_model
 
-    folder = Path(path)
+    folder = rm_folder(path)
     if not (folder / reward_model.CONFIG_FILE).is_file():
         raise RewardError(
             f"reward-model folder {path!r} has no {reward_model.CONFIG_FILE}: train one with "
@@ -210,14 +220,15 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
     import reward_model
     from diversity import jaccard
 
-    rm = reward_model.load(path)
+    rm = reward_model.load(rm_folder(path))
     if ctx.tokenizer is not None:
         policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
         if policy_sha != rm.config.tokenizer_sha256:
             raise RewardError(
                 f"reward model {path!r} (base {rm.config.base_model!r}) reads a different "
                 "tokenizer than the policy: its scores would be of other text. Train a reward "
-                "model on the policy's base model (train_rm.py --model ...)"
+                "model on the policy's base model (train_rm.py --model ...), or pass --reward "
+                "rubric"
             )
 
     def score(prompts, completions, categories):

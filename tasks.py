@@ -60,6 +60,12 @@ def chess_examples(prompt: str) -> tuple[tuple[str, str], ...]:
     return CHESS_EXAMPLES.get(prompt.partition(":")[0], ())
 
 
+# The values task's default reward: the reward model trained on the embedded model's answers
+# (test pairwise accuracy 0.876 against the rubric judge's chance level; knowledge/reward_model.md).
+# It reads SmolLM2's tokenizer: other policies pass --reward rubric or their own rm:PATH.
+DEFAULT_VALUES_REWARD = "rm:models/rm-smollm2-135m"
+
+
 @dataclass(frozen=True)
 class Task:
     """What a task supplies: default files and reward, how to load its records, what opens every
@@ -81,7 +87,7 @@ TASKS: dict[str, Task] = {
         "values",
         data="data/prompts.jsonl",
         eval_data="data/eval.jsonl",
-        reward="rubric",
+        reward=DEFAULT_VALUES_REWARD,
         load=load_prompts,
         refuses={"chess": "it scores against chess labels; use --task chess"},
     ),

@@ -1,6 +1,7 @@
 """rewards.py with hand-counted words; every expected number is worked out in the comments."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -225,3 +226,17 @@ def test_asks_question_needs_a_question_mark_after_a_word():
     ]
     assert rewards.asks_question(["p"] * 6, completions) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert parse_spec("asks_question,happy")[0].name == "asks_question"
+
+
+def test_shipped_reward_model_path_resolves_from_any_directory(tmp_path, monkeypatch):
+    """The default reward names models/ relative to the repository: it must check out from
+    another working directory too, and a folder that exists nowhere still fails loudly."""
+    monkeypatch.chdir(tmp_path)
+    assert rewards.rm_folder("models/rm-smollm2-135m") == rewards.REPO / "models/rm-smollm2-135m"
+    rewards.parse_spec("rm:models/rm-smollm2-135m")  # checked, not raised
+    (tmp_path / "models" / "rm-smollm2-135m").mkdir(parents=True)  # a local folder wins
+    assert rewards.rm_folder("models/rm-smollm2-135m") == Path("models/rm-smollm2-135m")
+    with pytest.raises(rewards.RewardError, match="has no rm_config.json"):
+        rewards.parse_spec("rm:models/rm-smollm2-135m")
+    with pytest.raises(rewards.RewardError, match="'models/nope'"):
+        rewards.parse_spec("rm:models/nope")
