@@ -124,7 +124,13 @@ def test_page_streams_answers_and_shows_scores(server, tmp_path):
     assert outside == [], f"the page fetched from other hosts: {outside}"
 
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 0, log.read_text()[-3000:]
+    # Gradio's close can take tens of seconds on a loaded 2-core machine (once > 30 s in a
+    # full-suite run); what is tested is a clean exit, not its speed.
+    try:
+        code = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"chat.py did not stop within 120 s of Ctrl-C:\n{log.read_text()[-3000:]}")
+    assert code == 0, log.read_text()[-3000:]
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
     assert f"chat page: {url}" in log.read_text()
 
