@@ -31,6 +31,7 @@ class TrainConfig:
     task: str = _f("values", "values (rubric prompts) | chess (P:/A: tasks, graduated reward)")
     baseline: str = _f("group", "advantage baseline: group | ema (per task type) | adaptive")
     baseline_decay: float = _f(0.9, "per-step decay of the ema/adaptive baseline's average")
+    advantage_cap: float = _f(5.0, "clip advantages to [-cap, cap] (bounds ema after a flat step)")
     reward: str | None = _f(
         None,
         "reward spec (default: the task's, rm:models/rm-smollm2-135m | chess): rubric | rm:PATH | "
@@ -144,6 +145,10 @@ class TrainConfig:
         need(
             0 <= self.baseline_decay < 1,
             f"baseline_decay={self.baseline_decay}: must be in [0, 1), e.g. 0.9",
+        )
+        need(
+            self.advantage_cap > 0,
+            f"advantage_cap={self.advantage_cap}: must be > 0, e.g. 5 (the default)",
         )
         need(self.judge in ("frozen", "live"), f"judge={self.judge!r}: use frozen or live")
         need(self.ref_quant_bits in (0, 4, 8), f"ref_quant_bits={self.ref_quant_bits}: 0, 4, 8")

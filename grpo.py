@@ -11,8 +11,10 @@ KL penalty to a frozen reference policy added to the loss (not folded into the r
            batch / token count, eps_high (0.28) > eps_low (0.2).
 Baselines (`advantages`, one function per name): `group`, the group mean (GRPO); `ema`, a moving
 average of earlier rewards per key (task type or prompt category); `adaptive`, the group mean
-where the group's rewards spread and the key's EMA where they are flat. The KL penalty is one of
-reverse / forward / symmetric (kernels.kl_per_token); all three are measured every call.
+where the group's rewards spread and the key's EMA where they are flat. The KL penalty's gradient is
+that of the divergence `kl_direction` names, reverse / forward / symmetric
+(kernels.kl_gradient_term); its value is `kl_estimator`'s estimate of the same divergence
+(kernels.kl_per_token), and every direction's value is measured every call.
 Not implemented: GSPO's sequence-level ratio, value functions / GAE, DAPO's dynamic resampling and
 overlong reward shaping (the trainer may drop groups with `low_variance_groups`). No model code,
 no trainer: arrays in, arrays out.
@@ -30,7 +32,14 @@ import numpy as np
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from kernels import KL_DIRECTIONS, KL_ESTIMATORS, kl_per_token, masked_mean, masked_sum
+from kernels import (
+    KL_DIRECTIONS,
+    KL_ESTIMATORS,
+    kl_gradient_term,
+    kl_per_token,
+    masked_mean,
+    masked_sum,
+)
 
 # --------------------------------------------------------------------------------------------
 # Advantages (host side: rewards come from the judge one float per completion, NaN = failed)
@@ -175,6 +184,13 @@ BASELINES: dict[str, Callable] = {
 }
 
 
+# |A| never exceeds this. A group baseline is bounded by itself (population std: |A| <= sqrt(G - 1),
+# 2.65 at G = 8), but the EMA's scale is an average of EARLIER steps: after a flat step (every
+# reward of a key equal, variance 0) its std is the floor 0.01, and one sample 0.5 better would get
+# advantage 50, a 20x larger step than any group advantage; 5 keeps such a step within ~2x.
+ADVANTAGE_CAP = 5.0
+
+
 def advantages(
     baseline: str,
     rewards,
@@ -183,19 +199,24 @@ def advantages(
     *,
     scale_by_std: bool = True,
     std_floor: float = 1e-2,
+    cap: float = ADVANTAGE_CAP,
 ) -> mx.array:
     """(B, G) float32 advantages of (B, G) rewards (NaN = failed) against `baseline`:
       group     A = (r - group mean) / group std: `group_advantages` (GRPO)
       ema       A = (r - m_k) / sqrt(v_k), m_k and v_k the EMA of key k = keys[b] from earlier
                 steps (`baseline_update`); a key's first step uses that step's statistics
       adaptive  group where the group's std >= std_floor, ema where the group is flat
-    The std division happens only with `scale_by_std`, floored at `std_floor`. A failed reward
-    gets advantage 0 and never enters a baseline; the result is never NaN."""
+    The std division happens only with `scale_by_std`, floored at `std_floor`; every advantage is
+    then clipped to [-cap, cap] (ADVANTAGE_CAP). A failed reward gets advantage 0 and never enters
+    a baseline; the result is never NaN."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline={baseline!r}: use one of {sorted(BASELINES)}")
     _check_floor(scale_by_std, std_floor)
+    if not cap > 0:
+        raise ValueError(f"cap={cap}: advantages are clipped to [-cap, cap]; use > 0, e.g. 5")
     r = _check_keys(rewards, keys)
-    return mx.array(BASELINES[baseline](r, list(keys), state, scale_by_std, std_floor))
+    adv = BASELINES[baseline](r, list(keys), state, scale_by_std, std_floor)
+    return mx.array(np.clip(adv, -cap, cap))
 
 
 def flatten_groups(
@@ -306,8 +327,9 @@ class LossConfig:
     clip_eps_high: float | None = None  # ratio ceiling 1 + eps_high; None: 0.28 dapo, else 0.2
     max_log_ratio: float = 20.0  # clamp log(pi/pi_old) (and the KL log-ratio) before exp
     max_token_loss: float = 10.0  # clamp |per-token policy loss|: far off-policy tokens stop
-    kl_estimator: str = "k3"  # Schulman's k1 | k2 | k3 (kernels.kl_per_token)
-    kl_direction: str = "reverse"  # reverse KL(pi||ref) | forward | symmetric
+    kl_estimator: str = "k3"  # the KL VALUE logged and steered: k1 | k2 | k3 (kl_per_token)
+    kl_direction: str = "reverse"  # the divergence whose GRADIENT the loss applies: reverse
+    # KL(pi||ref) | forward KL(ref||pi) | symmetric (their mean); kernels.kl_gradient_term
     max_completion_len: int | None = None  # dr_grpo's constant denominator: the generation cap
 
     def __post_init__(self):
@@ -399,7 +421,13 @@ def policy_loss(
         kl_by_direction = {
             d: kl_per_token(lp, ref, cfg.kl_estimator, d, cfg.max_log_ratio) for d in KL_DIRECTIONS
         }
+    # The loss's KL term has the configured estimator's VALUE (logged, steered by the controller)
+    # and the named divergence's GRADIENT (kernels.kl_gradient_term): an estimator's own gradient
+    # belongs to another quantity (k3's to the forward KL, k1's is zero on average).
     kl = kl_by_direction[cfg.kl_direction]
+    if ref_logp is not None:
+        grad_term = kl_gradient_term(lp, ref, cfg.kl_direction, cfg.max_log_ratio)
+        kl = mx.stop_gradient(kl) + (grad_term - mx.stop_gradient(grad_term))
     kl_loss = reduce(kl, mask, cfg)
     loss = pg_loss + kl_coef * kl_loss
 

@@ -636,6 +636,43 @@ def kl_per_token(
     return 0.5 * (_reverse_kl(log_r, r, estimator) + _forward_kl(log_r, r, estimator))
 
 
+def kl_gradient_term(
+    logp: mx.array, ref_logp: mx.array, direction: str = "reverse", max_log_ratio: float = 20.0
+) -> mx.array:
+    """Per-token surrogate whose gradient, averaged over tokens sampled from pi, is the gradient of
+    the named divergence. Its value is not a KL estimate: pair it with `kl_per_token` for that
+    (`grpo.policy_loss` adds value + surrogate - stop_gradient(surrogate)).
+
+    Differentiating an estimator's value at a fixed sample does not give the divergence's
+    gradient: with d = logp - ref_logp and g = grad log pi(x),
+        k1 = d           has gradient g,           E_pi[g] = 0: no force at all;
+        k3 = r - 1 + d   has gradient (1 - r) g,   E_pi = -E_ref[g] = grad KL(pi_ref || pi):
+                         the FORWARD KL's gradient, though k3's value estimates the reverse KL
+                         (DeepSeekMath's GRPO term; Tang & Munos 2025 and others point this out);
+    while grad KL(pi || pi_ref) = E_pi[d g] (the score-function identity, sum_x grad pi = 0).
+    So the surrogates are
+        reverse    d^2 / 2              gradient d g          (k2's form)
+        forward    r - 1 + d            gradient (1 - r) g    (k3's form, r = pi_ref / pi)
+        symmetric  the mean of the two  (half the Jeffreys divergence)
+    exact in expectation for one sampled token per position (tests/test_grpo.py enumerates a
+    categorical policy). Over a sequence each position's term differentiates that position's KL
+    given the sampled prefix; the effect of earlier tokens on later positions' KL (a score term)
+    is left out, as in every per-token GRPO KL penalty. log r is clamped like `kl_per_token`."""
+    _check_same_shape("kl_gradient_term(logp, ref_logp)", logp, ref_logp)
+    if direction not in KL_DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: use one of {KL_DIRECTIONS}")
+    log_r = mx.clip(
+        ref_logp.astype(mx.float32) - logp.astype(mx.float32), -max_log_ratio, max_log_ratio
+    )
+    reverse = 0.5 * log_r * log_r
+    forward = mx.exp(log_r) - 1.0 - log_r
+    if direction == "reverse":
+        return reverse
+    if direction == "forward":
+        return forward
+    return 0.5 * (reverse + forward)
+
+
 def _broadcast_mask(x: mx.array, mask: mx.array, what: str) -> mx.array:
     try:
         shape = mx.broadcast_shapes(x.shape, mask.shape)

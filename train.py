@@ -213,6 +213,7 @@ def rollout(run: Run, step: int) -> Rollout:
         state,
         scale_by_std=cfg.scale_by_std,
         std_floor=cfg.std_floor,
+        cap=cfg.advantage_cap,
     )
     run.baseline_state = grpo.baseline_update(state, reward_grid, keys, cfg.baseline_decay)
     keep = None

@@ -12,6 +12,7 @@ import pytest
 import mlx.core as mx
 
 from grpo import (
+    ADVANTAGE_CAP,
     BASELINES,
     AdaptiveKLController,
     LossConfig,
@@ -151,6 +152,26 @@ def test_adaptive_baseline_by_hand():
     # Scaled: row 0 by its group std 0.4 -> [-1, 1]; rows 1-2 by the EMA std 0.2.
     adv = advantages("adaptive", rewards, keys, STATE, scale_by_std=True, std_floor=0.01)
     close(adv, [[-1.0, 1.0], [-4.0, -4.0], [0.0, 2.0]])
+
+
+@pytest.mark.parametrize("baseline", ["ema", "adaptive"])
+def test_advantages_bounded_after_a_flat_step(baseline):
+    # Step 1: every P reward is 0.0 -> the EMA is mean 0, var 0 (std -> floor 0.01).
+    state = baseline_update({}, [[0.0, 0.0, 0.0, 0.0]], ["P"], decay=0.9)
+    assert state == {"P": {"mean": 0.0, "var": 0.0}}
+    # Step 2: a flat group [0.5, 0.5] (adaptive uses the EMA for it too) and one spread group.
+    # Unbounded: 0.5 / 0.01 = 50. The cap clips it to ADVANTAGE_CAP = 5; the spread group under
+    # ema gives (0 - 0)/0.01 = 0 and (0.5 - 0)/0.01 = 50 -> 5; under adaptive its group mean
+    # 0.25 and std 0.25 give -1, +1.
+    rewards = [[0.5, 0.5], [0.0, 0.5]]
+    adv = np.array(advantages(baseline, rewards, ["P", "P"], state))
+    assert np.abs(adv).max() <= ADVANTAGE_CAP == 5.0
+    close(adv[0], [5.0, 5.0])
+    close(adv[1], [0.0, 5.0] if baseline == "ema" else [-1.0, 1.0])
+    # Without the cap (cap = inf) the blow-up the cap exists for: 50.
+    close(advantages(baseline, rewards, ["P", "P"], state, cap=math.inf)[0], [50.0, 50.0])
+    with pytest.raises(ValueError, match="cap=0"):
+        advantages(baseline, rewards, ["P", "P"], state, cap=0)
 
 
 def test_group_baseline_is_group_advantages_and_ignores_state():
@@ -304,11 +325,12 @@ def test_kl_term_added_with_coefficient():
     close(m["kl_mean"], k3 / 2)
     close(loss, 0.1 * k3 / 2)
     close(m["policy_loss"], 0.0)
-    # d/dlogp of k3 = 1 - r: token 0 -> 1 - 2 = -1, token 1 -> 0; times 0.1 / 2 tokens
+    # The gradient is the reverse KL's, d^2/2's with d = logp - ref (kl_gradient_term), not
+    # k3's: token 0 -> d = -log 2, token 1 -> 0; times 0.1 / 2 tokens = -0.0346574
     g = mx.grad(
         lambda lp: policy_loss(lp, logp, ref, mx.array([0.0]), mx.ones((1, 2)), cfg, 0.1)[0]
     )
-    close(g(logp), [[-0.05, 0.0]])
+    close(g(logp), [[-0.1 * math.log(2) / 2, 0.0]])
     # kl_coef as an mx.array gives the same loss (an adaptive coefficient needs no recompile)
     loss2, _ = policy_loss(logp, logp, ref, mx.array([0.0]), mx.ones((1, 2)), cfg, mx.array(0.1))
     close(loss2, loss)
@@ -317,13 +339,14 @@ def test_kl_term_added_with_coefficient():
 @pytest.mark.parametrize(
     "direction, per_token, grad_token",
     [
-        # One completion, two tokens, A = 0, log r = ref - logp = [log 2, 0], r = [2, 1].
-        # reverse k3 = r - 1 - log r:        [0.306853, 0]; d/dlogp = 1 - r = [-1, 0]
-        ("reverse", 2 - 1 - math.log(2), -1.0),
-        # forward k3 = r log r - r + 1:      [0.386294, 0]; d/dlogp = -r log r = [-1.386294, 0]
-        ("forward", 2 * math.log(2) - 2 + 1, -2 * math.log(2)),
+        # One completion, two tokens, A = 0, log r = ref - logp = [log 2, 0], r = [2, 1];
+        # d = logp - ref = -log r. Values are k3's; gradients kl_gradient_term's.
+        # reverse k3 = r - 1 - log r:        [0.306853, 0]; gradient d = [-0.693147, 0]
+        ("reverse", 2 - 1 - math.log(2), -math.log(2)),
+        # forward k3 = r log r - r + 1:      [0.386294, 0]; gradient 1 - r = [-1, 0]
+        ("forward", 2 * math.log(2) - 2 + 1, -1.0),
         # symmetric: the mean of the two:    [0.346574, 0]; gradient the mean too
-        ("symmetric", math.log(2) / 2, (-1.0 - 2 * math.log(2)) / 2),
+        ("symmetric", math.log(2) / 2, (-1.0 - math.log(2)) / 2),
     ],
 )
 def test_each_kl_direction_changes_the_loss_as_worked_out(direction, per_token, grad_token):
@@ -342,6 +365,61 @@ def test_each_kl_direction_changes_the_loss_as_worked_out(direction, per_token, 
     close(m["kl/reverse"], (2 - 1 - math.log(2)) / 2)
     close(m["kl/forward"], (2 * math.log(2) - 1) / 2)
     close(mx.grad(lambda lp: loss(lp)[0])(logp), [[0.1 * grad_token / 2, 0.0]])
+
+
+def _divergence(theta: mx.array, ref_logp: mx.array, direction: str) -> mx.array:
+    # Exact divergences of a categorical policy softmax(theta) from the reference.
+    logp = theta - mx.logsumexp(theta)
+    reverse = mx.sum(mx.exp(logp) * (logp - ref_logp))  # KL(pi || ref)
+    forward = mx.sum(mx.exp(ref_logp) * (ref_logp - logp))  # KL(ref || pi)
+    return {"reverse": reverse, "forward": forward, "symmetric": 0.5 * (reverse + forward)}[
+        direction
+    ]
+
+
+def _expected_kl_gradient(theta, ref_logp, cfg: LossConfig) -> np.ndarray:
+    # sum_x pi(x) * d/dtheta of the loss of a one-token completion x, differentiated as the trainer
+    # does (on-policy: old_logp = logp, advantage 0, kl_coef 1): the exact on-policy expectation.
+    pi = np.exp(np.array(theta - mx.logsumexp(theta), dtype=np.float64))
+    total = np.zeros(theta.shape[0])
+    for x in range(theta.shape[0]):
+
+        def loss(t, x=x):
+            lp = (t - mx.logsumexp(t))[x].reshape(1, 1)
+            ref = ref_logp[x].reshape(1, 1)
+            old = mx.stop_gradient(lp)
+            return policy_loss(lp, old, ref, mx.zeros(1), mx.ones((1, 1)), cfg, 1.0)[0]
+
+        total += pi[x] * np.array(mx.grad(loss)(theta), dtype=np.float64)
+    return total
+
+
+@pytest.mark.parametrize("direction", ["reverse", "forward", "symmetric"])
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_gradient_is_the_named_divergences_for_every_estimator(estimator, direction):
+    # A 6-token categorical policy and a fixed reference, far apart (KL ~ 0.5). Before the fix only
+    # (k2, reverse) matched: k3 + reverse gave the forward KL's gradient (relative error 0.28 vs
+    # the reverse's), k1 + reverse a zero expected gradient (error 1.0).
+    rng = np.random.default_rng(0)
+    theta = mx.array(rng.normal(size=6).astype(np.float32))
+    ref_logp = mx.log(mx.softmax(mx.array(rng.normal(size=6).astype(np.float32))))
+    want = np.array(mx.grad(lambda t: _divergence(t, ref_logp, direction))(theta), np.float64)
+    got = _expected_kl_gradient(
+        theta, ref_logp, LossConfig("grpo", kl_estimator=estimator, kl_direction=direction)
+    )
+    assert np.linalg.norm(want) > 0.1
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    assert rel < 0.05, f"{estimator}/{direction}: expected gradient off by {rel:.3f} (relative)"
+
+
+def test_kl_value_is_the_estimators_and_the_controller_reads_it():
+    # The loss's KL value is the configured estimator's (k1 here: -log r = -log 2 at token 0,
+    # 0 at token 1 -> mean -0.346574), not the gradient surrogate's (d^2/2 = 0.240227).
+    logp, ref = mx.zeros((1, 2)), mx.array([[math.log(2.0), 0.0]])
+    cfg = LossConfig("grpo", kl_estimator="k1")
+    _, m = policy_loss(logp, logp, ref, mx.zeros(1), mx.ones((1, 2)), cfg, 1.0)
+    close(m["kl_loss"], -math.log(2) / 2)
+    close(m["kl_mean"], -math.log(2) / 2)
 
 
 def test_kl_reduced_like_policy_term():
