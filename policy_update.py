@@ -90,12 +90,19 @@ def update(run, b) -> dict:
     return history[-1] | {"lr": run.optimizer.learning_rate.item()}
 
 
-def apply_gradients(run, grads, sums: dict, it: int) -> dict:
-    """Clip, check finiteness, take the optimizer step (or skip and count it); host metrics."""
+def _clip_global(grads, max_norm: float):
+    grads, norm = optim.clip_grad_norm(grads, max_norm)
+    return grads, norm, {}
+
+
+def apply_gradients(run, grads, sums: dict, it: int, clip=_clip_global) -> dict:
+    """Clip (`clip(grads, max_norm) -> (grads, norm, {name: part norm})`: the global norm by
+    default, each adapter's own under routing), check finiteness, take the optimizer step (or
+    skip and count it); host metrics."""
     model = run.policy.model
-    grads, grad_norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
+    grads, grad_norm, part_norms = clip(grads, run.cfg.max_grad_norm)
     finite = grpo.tree_is_finite((sums["loss"], grads))
-    mx.eval(finite, sums, grad_norm)
+    mx.eval(finite, sums, grad_norm, part_norms)
     if finite.item():
         run.optimizer.update(model, grads)
         mx.eval(model.parameters(), run.optimizer.state)
@@ -105,4 +112,5 @@ def apply_gradients(run, grads, sums: dict, it: int) -> dict:
             f"non-finite loss or gradient at iteration {it}: update skipped "
             f"(total skipped {run.counters['skipped_steps']})"
         )
-    return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item()}
+    parts = {f"grad_norm/{name}": n.item() for name, n in part_norms.items()}
+    return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item(), **parts}

@@ -25,7 +25,7 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-from mlx.utils import tree_map
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
 import lora
@@ -114,6 +114,33 @@ def accumulate(model, loss_fn, micro_batches: list[MicroBatch], args: list[tuple
     return grads, sums
 
 
+ADAPTERS = ("retain", "forget")
+
+
+def clip_per_adapter(grads, max_norm: float):
+    """Clip the retain and the forget adapter's gradients each to `max_norm` by its OWN norm ->
+    (clipped grads, the global norm before clipping, {"retain": norm, "forget": norm}).
+
+    Global-norm clipping would scale the retain adapter's step by the forget adapter's gradient
+    too, so a large gradient from flagged hacks would shrink the retain step: flagged samples
+    would reach retain through the clip scale. Per adapter, the retain update depends only on
+    the unflagged completions (its gradient from flagged ones is exactly zero). A parameter whose
+    name names neither adapter is refused (routing trains the two adapters only)."""
+    flat = tree_flatten(grads)
+    groups = {a: [(k, g) for k, g in flat if k.split(".")[-1].startswith(a)] for a in ADAPTERS}
+    stray = [k for k, _ in flat if not any(k.split(".")[-1].startswith(a) for a in ADAPTERS)]
+    if stray:
+        raise ValueError(f"clip_per_adapter: {stray[:3]} belong to neither adapter (retain/forget)")
+    norms, out = {}, []
+    for adapter, items in groups.items():
+        sq = sum((mx.sum(g.astype(mx.float32) ** 2) for _, g in items), mx.array(0.0))
+        norms[adapter] = mx.sqrt(sq)
+        scale = mx.minimum(max_norm / (norms[adapter] + 1e-6), 1.0)
+        out += [(k, g * scale) for k, g in items]
+    total = mx.sqrt(sum(n * n for n in norms.values()))
+    return tree_unflatten(out), total, norms
+
+
 # ----------------------------------------------------------------------------------------------
 # The loop's side (train.py calls these; they take its Run and Rollout)
 
@@ -184,14 +211,15 @@ def routed_args(cfg, b, micro_batches: list[MicroBatch], reference, kl_coef: flo
 def routed_update(run, b, loss_fn, apply_gradients) -> dict:
     """policy_update.update under gradient routing: homogeneous micro-batches of whole groups,
     flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
-    weighted by its share of the full-batch loss; apply_gradients(run, grads, sums, it) steps."""
+    weighted by its share of the full-batch loss, each adapter's gradient clipped by its own norm
+    (clip_per_adapter); apply_gradients(run, grads, sums, it, clip) steps."""
     cfg = run.cfg
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
     args = routed_args(cfg, b, micro, run.reference, run.controller.coef)
     history = []
     for it in range(cfg.num_iterations):
         grads, sums = accumulate(run.policy.model, loss_fn, micro, args)
-        history.append(apply_gradients(run, grads, sums, it))
+        history.append(apply_gradients(run, grads, sums, it, clip=clip_per_adapter))
     return history[-1] | {
         "lr": run.optimizer.learning_rate.item(),
         "route/micro_batches": len(micro),

@@ -415,6 +415,74 @@ def test_routed_run_logs_routes_saves_and_resumes_exactly(tmp_path):
     assert metric_rows(d_full) == metric_rows(half)
 
 
+def flag_all(prompts, completions, categories):
+    return np.ones(len(completions), dtype=bool)
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.05])
+def test_loop_routes_flagged_completions_to_the_forget_adapter_only(tmp_path, monkeypatch, kl_coef):
+    # Through train.run, the loop's own call path: every completion flagged -> the retain adapter
+    # gets exactly zero gradient, so AdamW (weight decay 0) leaves it bit-identical, while the
+    # forget adapter trains. Calling routing.accumulate(..., route=False) from routed_update, or
+    # the loop skipping routing, makes retain move and this fails (knowledge/routing.md).
+    monkeypatch.setitem(hacks.DETECTORS, "flag_all", flag_all)
+    before = {}
+    apply = lora.apply_dual_lora
+
+    def apply_and_snapshot(model, *args, **kw):
+        out = apply(model, *args, **kw)
+        before.update({k: np.array(v) for k, v in tree_flatten(model.parameters())})
+        return out
+
+    monkeypatch.setattr(lora, "apply_dual_lora", apply_and_snapshot)
+    policy = tiny_policy()
+    cfg = run_config(
+        tmp_path, steps=2, hack_detectors="flag_all", routing_eval_every=0, kl_coef=kl_coef
+    )
+    run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
+    assert all(
+        r["hack/any"] == 1.0 and r["route/flagged_share"] == 1.0 for r in metric_rows(run_dir)
+    )
+    after = dict(tree_flatten(policy.model.parameters()))
+    retain = [k for k in after if k.split(".")[-1].startswith("retain")]
+    forget = [k for k in after if k.split(".")[-1].startswith("forget_b")]
+    assert retain and forget
+    moved = [k for k in retain if not np.array_equal(np.array(after[k]), before[k])]
+    assert not moved, f"flagged completions reached the retain adapter: {moved[:3]}"
+    assert all(mx.abs(after[k]).max().item() > 0 for k in forget), "forget adapter did not train"
+
+
+def test_clip_per_adapter_uses_each_adapters_own_norm():
+    # retain grads norm sqrt(3^2 + 4^2) = 5, forget norm 400; max_norm 1.
+    # Per adapter: retain x 1/5, forget x 1/400 (global clipping would scale retain by 1/400.03).
+    grads = {
+        "layers": [
+            {
+                "q": {
+                    "retain_a": mx.array([3.0]),
+                    "retain_b": mx.array([4.0]),
+                    "forget_a": mx.array([0.0]),
+                    "forget_b": mx.array([400.0]),
+                }
+            }
+        ]
+    }
+    clipped, total, norms = routing.clip_per_adapter(grads, 1.0)
+    q = clipped["layers"][0]["q"]
+    close = np.testing.assert_allclose
+    close(np.array(q["retain_a"]), [0.6], rtol=1e-5)
+    close(np.array(q["retain_b"]), [0.8], rtol=1e-5)
+    close(np.array(q["forget_b"]), [1.0], rtol=1e-5)
+    close(norms["retain"].item(), 5.0, rtol=1e-6)
+    close(norms["forget"].item(), 400.0, rtol=1e-6)
+    close(total.item(), (25 + 160000) ** 0.5, rtol=1e-6)
+    # below the limit nothing changes
+    small, _, _ = routing.clip_per_adapter(grads, 1000.0)
+    close(np.array(small["layers"][0]["q"]["forget_b"]), [400.0])
+    with pytest.raises(ValueError, match="neither adapter"):
+        routing.clip_per_adapter({"w": mx.array([1.0])}, 1.0)
+
+
 def test_baseline_is_plain_lora_of_the_summed_rank(tmp_path):
     policy = tiny_policy()
     run_dir = train.run(
