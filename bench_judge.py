@@ -27,6 +27,7 @@ import numpy as np
 
 import diversity
 import rewards
+import tasks
 from gwen import Gwen
 from load_weights import LoadError
 from prompts import DataError, load_pairs
@@ -286,9 +287,7 @@ def main(argv=None) -> int:
     p.add_argument("--scores-out", metavar="FILE", help="write every answer's score as JSONL")
     a = p.parse_args(argv)
     if a.reward is None:
-        from config import TrainConfig
-
-        a.reward = [TrainConfig.__dataclass_fields__["reward"].default]
+        a.reward = [tasks.default_reward("values")]
     try:
         for spec in a.reward:
             reward_components(spec)

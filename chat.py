@@ -32,6 +32,7 @@ import checkpoint
 import load_weights
 import lora
 import rewards
+import tasks
 from gwen import Gwen
 from load_weights import LoadError, lora_base, resolve
 from prompts import CATEGORIES
@@ -362,7 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--base", help="base model of LoRA checkpoints (default: the run's train_config.json)"
     )
     p.add_argument("--judge-model", help="rubric judge (default: the first model's start)")
-    p.add_argument("--reward-model", help="a reward-model folder (train_rm.py) to score with")
+    p.add_argument(
+        "--reward-model",
+        help="a reward-model folder (train_rm.py) to score with (default: the values task's default"
+        " reward model, tasks.default_reward)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local only)")
     p.add_argument("--port", type=int, default=7860, help="port to serve on")
     p.add_argument("--max-tokens", type=int, default=256, help="initial max new tokens")
@@ -399,7 +404,7 @@ def check_args(args) -> list[rewards.Component]:
         check_model_ref(ref, args.base)
     if args.judge_model:
         resolve(args.judge_model)
-    return reward_components(args.reward_model)
+    return reward_components(args.reward_model or tasks.default_reward_model("values"))
 
 
 def main(argv=None) -> int:

@@ -36,6 +36,7 @@ from chess_task import (
     make_arbiter_record,
     make_policy_record,
 )
+from prompts import DataError
 
 CP_CLIP_PAWNS = 50.0  # centipawn evals are clipped here, so any |eval| > 50 is a mate
 DEFAULT_DEPTH = 12
@@ -44,7 +45,7 @@ ILLEGAL_SHARE = 0.1  # A: tasks whose move is illegal (reward -1)
 SEEK_ENDING_SHARE = 0.25  # A: tasks played on until a move ends or truncates the episode
 SEEK_MAX_PLIES = 1000
 MAX_ATTEMPTS = 200
-STOCKFISH_MISSING = "stockfish not found: apt-get install stockfish / brew install stockfish"
+STOCKFISH_MISSING = "error: stockfish not found: apt-get install stockfish / brew install stockfish"
 
 # Hand-written main lines (UCI); a position starts from a random prefix of one (or of none).
 OPENINGS: dict[str, tuple[str, ...]] = {
@@ -297,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = run_generate(args)
     except StockfishNotFound as e:
         print(e, file=sys.stderr)
+        return 2
+    except DataError as e:  # a bad --exclude file: its name, the first bad line, the fix
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(counts))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import chess
 
-from prompts import DataError
+from prompts import DataError, data_error
 
 TASKS = ("P", "A")
 N_CANDIDATES = 5  # moves Stockfish lists per P: position (fewer where fewer are legal)
@@ -179,7 +179,6 @@ TASK_FIELDS = {
 _REGENERATE = (
     "regenerate the file with `uv run python chess_data.py generate` (see knowledge/chess.md)"
 )
-_MAX_REPORTED = 20
 
 
 def _check_fields(record) -> list[str]:
@@ -307,14 +306,7 @@ def load_chess(path) -> list[dict]:
         if not problems:
             records.append(record)
     if errors:
-        shown = "\n".join(f"  line {n}: {msg}" for n, msg in errors[:_MAX_REPORTED])
-        more = len(errors) - _MAX_REPORTED
-        tail = f"\n  ... and {more} more" if more > 0 else ""
-        raise DataError(
-            f"{path}: {len(errors)} problem(s), first at line {errors[0][0]}:\n{shown}{tail}",
-            path=path,
-            line=errors[0][0],
-        )
+        raise data_error(path, errors)
     return records
 
 

@@ -31,6 +31,7 @@ from tqdm import tqdm
 import diversity
 import kernels
 import rewards
+import tasks
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError
 from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
@@ -504,9 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def default_rewards() -> list[str]:
-    from config import TrainConfig
-
-    spec = TrainConfig.__dataclass_fields__["reward"].default
+    """The values task's default reward (tasks.default_reward), and the rubric beside it."""
+    spec = tasks.default_reward("values")
     return [spec] if spec == "rubric" else [spec, "rubric"]
 
 

@@ -74,6 +74,20 @@ class DataError(ValueError):
         self.line = line
 
 
+def data_error(path, errors: list[tuple[int, str]]) -> DataError:
+    """One line for a file's problems [(line, message)]: the first in full (where, what, the fix),
+    then how many more and on which lines, so a CLI prints it as its one `error:` line."""
+    first, msg = errors[0]
+    text = f"{path} line {first}: {msg}"
+    if len(errors) > 1:
+        lines = sorted({n for n, _ in errors[1:]})
+        shown = ", ".join(map(str, lines[:_MAX_REPORTED]))
+        shown += ", ..." if len(lines) > _MAX_REPORTED else ""
+        where = f"line {shown}" if len(lines) == 1 else f"lines {shown}"
+        text += f" (and {len(errors) - 1} more problem(s): {where})"
+    return DataError(text, path=path, line=first)
+
+
 def _check_record(record, fields, allowed, optional=(), flags=()):
     """Problems with one parsed line, as a list of strings (empty if fine). `fields` are required
     strings, `optional` strings that may be absent, `flags` required booleans."""
@@ -158,15 +172,7 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), fla
             records.append(record)
 
     if errors:
-        shown = "\n".join(f"  line {n}: {msg}" for n, msg in errors[:_MAX_REPORTED])
-        more = len(errors) - _MAX_REPORTED
-        tail = f"\n  ... and {more} more" if more > 0 else ""
-        first = errors[0][0]
-        raise DataError(
-            f"{path}: {len(errors)} problem(s), first at line {first}:\n{shown}{tail}",
-            path=path,
-            line=first,
-        )
+        raise data_error(path, errors)
     return records
 
 

@@ -198,6 +198,8 @@ def rm_folder(path: str) -> Path:
     if folder.is_absolute() or folder.exists() or not (REPO / folder).exists():
         return folder
     return REPO / folder
+
+
 ECHO_SCORE = -10.0
 
 

@@ -112,6 +112,19 @@ def get(name: str) -> Task:
     return TASKS[name]
 
 
+def default_reward(name: str = "values") -> str:
+    """The reward spec a command uses when given none: the task's own. Every command (train,
+    evaluate, bench_judge, chat, sweep through train) resolves its default here, nowhere else."""
+    return get(name).reward
+
+
+def default_reward_model(name: str = "values") -> str | None:
+    """The reward-model folder of the task's default reward when it is one `rm:PATH` spec, else
+    None (chat.py scores with it beside the rubric)."""
+    spec = default_reward(name)
+    return spec.removeprefix("rm:") if spec.startswith("rm:") and "," not in spec else None
+
+
 def check_rewards(task: Task, names: list[str]) -> None:
     """ValueError naming the reward and the fix if `task` cannot use one of `names`."""
     for name in names:

@@ -81,6 +81,21 @@ def test_generator_without_stockfish_says_how_to_install(tmp_path, no_stockfish,
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [(None, "file not found"), ('{"id": 1}\n', "line 1"), ("not json\n", "line 1")],
+)
+def test_bad_exclude_file_is_one_error_line_and_exit_2(tmp_path, capsys, content, expect):
+    bad = tmp_path / "bad.jsonl"
+    if content is not None:
+        bad.write_text(content)
+    out = tmp_path / "a.jsonl"
+    assert generate("--out", out, "--n", 2, "--seed", 0, "--tasks", "A", "--exclude", bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(bad) in err and expect in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
 def test_p_tasks_cannot_be_labelled_without_an_engine():
     planned = cd.plan_records(2, seed=0, tasks="PA")
     with pytest.raises(ValueError, match="needs an engine"):

@@ -104,16 +104,24 @@ def test_bad_prompt_file_names_the_line_and_evaluates_nothing(tmp_path, capsys, 
 
 
 def test_missing_model_folder_and_bad_settings_exit_2(tmp_path, capsys):
+    # each case: argv, and what its one error line must name (the bad input itself)
     cases = [
-        ["--model", str(tmp_path / "nope"), "--prompts", "data/eval.jsonl"],
-        ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--samples", "3"],
-        ["--model", "a", "--model", "a", "--prompts", "data/eval.jsonl"],
-        ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--reward", "joy"],
+        (
+            ["--model", str(tmp_path / "nope"), "--prompts", "data/eval.jsonl"],
+            str(tmp_path / "nope"),
+        ),
+        (["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--samples", "3"], "samples"),
+        (["--model", "a", "--model", "a", "--prompts", "data/eval.jsonl"], "'a'"),
+        (["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--reward", "joy"], "joy"),
+        (["--model", "smollm2-135m", "--prompts", str(tmp_path / "p.jsonl")], "p.jsonl"),
     ]
-    for argv in cases:
+    for argv, named in cases:
         assert evaluate.main([*argv, "--pushback-model", "none", "--no-kl"]) == 2, argv
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and "Traceback" not in err, err
+        lines = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("[rl-values]")]
+        err = "\n".join(lines)  # the backend's announce line aside, exactly one error line
+        assert len(lines) == 1 and err.startswith("error: "), err
+        assert named in err and "Traceback" not in err, (named, err)
+        assert "reward spec" not in err, err  # the default reward resolves (tasks.default_reward)
 
 
 def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):

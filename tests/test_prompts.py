@@ -170,6 +170,7 @@ def test_all_problems_are_reported(tmp_path):
     with pytest.raises(DataError) as info:
         load_prompts(path)
     assert "line 2" in str(info.value) and "line 3" in str(info.value)
+    assert "\n" not in str(info.value)  # the CLI's one error line
 
 
 def test_missing_file_names_the_path(tmp_path):

@@ -337,7 +337,7 @@ REAL_ANSWERS = [
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    strict=False,
+    strict=True,
     reason="the 135M judge fails this: on the false-premise and nonsense examples the echo of "
     "the prompt scores ~0.005-0.01 above the real answer (knowledge/rubric.md)",
 )
