@@ -60,6 +60,9 @@ class TrainConfig:
     weight_decay: float = _f(0.0, "AdamW weight decay")
     max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
     grad_accum: int = _f(1, "micro-batches per step (splits the B groups)")
+    share_trunk: bool = _f(
+        True, "LoRA in the top blocks: run the frozen blocks below once for policy and reference"
+    )
     num_iterations: int = _f(1, "updates per rollout batch (PPO's mu), ratio vs rollout policy")
     loss_type: str = _f("grpo", "grpo | dr_grpo | dapo")
     clip_eps_low: float = _f(0.2, "ratio floor 1 - eps_low")

@@ -21,6 +21,7 @@ import backend
 
 import mlx.core as mx
 import numpy as np
+from mlx.utils import tree_flatten
 
 import chat_format
 import cpu_ops
@@ -256,21 +257,71 @@ class Gwen:
         )
 
 
-def sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size) -> mx.array:
-    """(B*G, T, D) hidden states that predict completion tokens (B*G, T) given prompts (B, P),
-    each prompt run once: the prompt's final state predicts token 0, the completion's state at
-    t predicts token t + 1."""
-    B, P = prompt_tokens.shape
-    N, T = completions.shape
+@dataclass(frozen=True)
+class Trunk:
+    """The residual stream after the frozen bottom blocks [0, depth) of a batch of groups: for the
+    prompts (B, P, D) and the completions' inputs (N, T-1, D; None when T == 1). Computed once
+    (`sequence_trunk`), it feeds the top blocks of the policy and of the reference alike."""
+
+    depth: int
+    prompt: mx.array
+    completion: mx.array | None
+
+
+def _run_groups(model, x_prompt, x_completion, prompt_pad, group_size, layers, T, norm):
+    """Blocks `layers` over prompts (B, P, D), then over completion inputs (N, T-1, D) against
+    the prompt's keys broadcast to its G rows: (prompt's streams, completion's streams)."""
+    B, P, _ = x_prompt.shape
+    cache = KVCache.for_model(model, B, P, prompt_pad)
+    h_prompt = model.blocks(x_prompt, layers, cache)
+    h_comp = None
+    if x_completion is not None:
+        cache = cache.broadcast_batch(group_size, capacity=P + T)
+        h_comp = model.blocks(x_completion, layers, cache)
+    if norm:
+        h_prompt = model.final_norm(h_prompt)
+        h_comp = None if h_comp is None else model.final_norm(h_comp)
+    return h_prompt, h_comp
+
+
+def _check_groups(prompt_tokens, completions, group_size) -> None:
+    B, N = prompt_tokens.shape[0], completions.shape[0]
     if N != B * group_size:
         raise ValueError(f"{N} completion rows != {B} prompts x group size {group_size}")
-    cache = KVCache.for_model(model, B, P, prompt_pad)
-    h_prompt = model.hidden(prompt_tokens, cache)[:, -1:, :]  # (B, 1, D)
-    cache = cache.broadcast_batch(group_size, capacity=P + T)
-    h = mx.repeat(h_prompt, group_size, axis=0)  # (N, 1, D)
-    if T > 1:
-        h = mx.concatenate([h, model.hidden(completions[:, :-1], cache)], axis=1)  # (N, T, D)
-    return h
+
+
+def sequence_trunk(model, prompt_tokens, prompt_pad, completions, group_size, depth) -> Trunk:
+    """The stream after blocks [0, depth) for `sequence_hidden`'s inputs, without gradient."""
+    _check_groups(prompt_tokens, completions, group_size)
+    if not 0 < depth < len(model.layers):
+        raise ValueError(f"trunk depth {depth} must be in 1..{len(model.layers) - 1}")
+    T = completions.shape[1]
+    x_comp = model.embed(completions[:, :-1]) if T > 1 else None
+    h_prompt, h_comp = _run_groups(
+        model, model.embed(prompt_tokens), x_comp, prompt_pad, group_size, range(depth), T, False
+    )
+    stop = mx.stop_gradient
+    return Trunk(depth, stop(h_prompt), None if h_comp is None else stop(h_comp))
+
+
+def sequence_hidden(
+    model, prompt_tokens, prompt_pad, completions, group_size, trunk: Trunk | None = None
+) -> mx.array:
+    """(B*G, T, D) hidden states that predict completion tokens (B*G, T) given prompts (B, P),
+    each prompt run once: the prompt's final state predicts token 0, the completion's state at
+    t predicts token t + 1. With `trunk` (sequence_trunk of the same inputs), only the blocks
+    above its depth run."""
+    _check_groups(prompt_tokens, completions, group_size)
+    T = completions.shape[1]
+    if trunk is None:
+        first, x_prompt = 0, model.embed(prompt_tokens)
+        x_comp = model.embed(completions[:, :-1]) if T > 1 else None
+    else:
+        first, x_prompt, x_comp = trunk.depth, trunk.prompt, trunk.completion
+    layers = range(first, len(model.layers))
+    h_prompt, h_comp = _run_groups(model, x_prompt, x_comp, prompt_pad, group_size, layers, T, True)
+    h = mx.repeat(h_prompt[:, -1:, :], group_size, axis=0)  # (N, 1, D)
+    return h if h_comp is None else mx.concatenate([h, h_comp], axis=1)  # (N, T, D)
 
 
 def sequence_logprobs(
@@ -281,16 +332,28 @@ def sequence_logprobs(
     group_size,
     temperature: float,
     return_entropy: bool = False,
+    trunk: Trunk | None = None,
 ):
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
     Temperature 0 means the untempered softmax. With `return_entropy`, also the (B*G, T) entropy
-    of each position's tempered distribution."""
-    h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size)
+    of each position's tempered distribution. `trunk`: as in sequence_hidden."""
+    h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size, trunk)
     temperature = temperature if temperature > 0 else 1.0
     return kernels.token_logprobs(
         h, model.lm_head_weight(), completions, temperature, return_entropy=return_entropy
     )
+
+
+def frozen_depth(model) -> int:
+    """How many bottom blocks hold no trainable parameter (0 when the embedding trains): the
+    blocks a `Trunk` may run once for the policy and a reference that differs only above them."""
+    if tree_flatten(model.model.embed_tokens.trainable_parameters()):
+        return 0
+    for i, layer in enumerate(model.layers):
+        if tree_flatten(layer.trainable_parameters()):
+            return i
+    return len(model.layers)
 
 
 def _check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:

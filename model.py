@@ -238,7 +238,23 @@ class Model(nn.Module):
 
         With a cache, tokens continue its rows at slot `cache.offset` and its left padding
         applies; without one, `pad` (B,) gives each row's left padding (default none)."""
-        B, L = tokens.shape
+        h = self.blocks(self.embed(tokens), range(len(self.layers)), cache, pad)
+        return self.final_norm(h)
+
+    def embed(self, tokens: mx.array) -> mx.array:
+        return self.model.embed_tokens(tokens)
+
+    def final_norm(self, h: mx.array) -> mx.array:
+        return self.model.norm(h)
+
+    def blocks(self, h: mx.array, layers: range, cache=None, pad: mx.array | None = None):
+        """The residual stream (B, L, D) after the blocks in `layers` (consecutive), from `h`, the
+        stream entering the first of them; cache and pad as in `hidden`. Running range(0, k) and
+        then range(k, n) on the output (each with its own cache) computes what `hidden` does
+        before its final norm: the frozen bottom blocks can run once for several tops."""
+        B, L, _ = h.shape
+        if layers.step != 1 or layers.start < 0 or layers.stop > len(self.layers):
+            raise ValueError(f"layers {layers} is not a consecutive run of 0..{len(self.layers)}")
         start = 0 if cache is None else cache.offset
         if cache is not None:
             pad = cache.pad
@@ -246,12 +262,11 @@ class Model(nn.Module):
             pad = mx.zeros((B,), dtype=mx.int32)
         mask = attention_mask(pad, start, L)
         rope = cpu_ops.rope_for(self.rope, start - pad, L)  # row b's first slot: start - pad[b]
-        h = self.model.embed_tokens(tokens)
-        for i, layer in enumerate(self.model.layers):
-            h = layer(h, mask, rope, cache, i)
+        for i in layers:
+            h = self.model.layers[i](h, mask, rope, cache, i)
         if cache is not None:
             cache.advance(L)
-        return self.model.norm(h)
+        return h
 
     def logits(self, h: mx.array) -> mx.array:
         return h @ self.lm_head_weight().T

@@ -24,13 +24,15 @@ import grpo
 import routing
 from gwen import sequence_logprobs
 from kernels import masked_mean
+from reference import shared_trunks
 
 
-def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg):
+def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, trunk=None):
     """The GRPO loss of one micro-batch (grpo.policy_loss) and its metrics, from the policy's
-    log-probs of the sampled tokens (the prompt run once per group)."""
+    log-probs of the sampled tokens (the prompt run once per group; with `trunk`, only the
+    blocks above the frozen ones)."""
     logp, entropy = sequence_logprobs(
-        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True
+        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True, trunk=trunk
     )
     # num_iterations == 1: the ratio is against these same weights, so stop_gradient(logp) is
     # exact; > 1: against the rollout policy, whose log-probs the sampler returned.
@@ -52,13 +54,14 @@ def update(run, b) -> dict:
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
     parts = distributed.micro_batches(B, G, k)
     shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
+    trunks = shared_trunks(model, run.reference, s, parts, G, cfg.share_trunk)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
         ref = [
             run.reference.logprobs(
-                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature
+                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature, trunk=t
             )
-            for p, c in parts
+            for (p, c), t in zip(parts, trunks, strict=True)
         ]
         mx.eval(ref)
         kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
@@ -66,7 +69,7 @@ def update(run, b) -> dict:
     history = []
     for it in range(cfg.num_iterations):
         grads, parts_m = None, []
-        for (p, c), r, (w, _) in zip(parts, ref, shares, strict=True):
+        for (p, c), r, (w, _), t in zip(parts, ref, shares, trunks, strict=True):
             sampled = s.logprobs[c]
             (_, m), g = grad_fn(
                 model,
@@ -80,6 +83,7 @@ def update(run, b) -> dict:
                 r,
                 kl_coef,
                 cfg,
+                t,
             )
             g = g if w == 1.0 else tree_map(lambda x, w=w: x * w, g)
             grads = g if grads is None else tree_map(mx.add, grads, g)

@@ -16,7 +16,7 @@ import mlx.core as mx
 
 import lora
 import quantize
-from gwen import sequence_logprobs
+from gwen import frozen_depth, sequence_logprobs, sequence_trunk
 from model import Model
 
 
@@ -45,13 +45,22 @@ class Reference:
             return cls(policy_model, lambda: lora.adapters_disabled(policy_model))
         return cls(frozen_copy(policy_model, quant_bits))
 
-    def logprobs(self, prompt_tokens, prompt_pad, tokens, group_size, temperature) -> mx.array:
-        """(N, T) log-probs of `tokens` under the reference, no gradient."""
+    def logprobs(
+        self, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=None
+    ) -> mx.array:
+        """(N, T) log-probs of `tokens` under the reference, no gradient. `trunk`: the frozen
+        bottom blocks' output (gwen.sequence_trunk), shared with the policy when the reference is
+        the policy with its adapters off (`shares_trunk_with`)."""
         with self.context():
             lp = sequence_logprobs(
-                self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature
+                self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=trunk
             )
             return mx.stop_gradient(lp)
+
+    def shares_trunk_with(self, model: Model) -> bool:
+        """True when this reference is `model` itself with adapters off: below the adapters the
+        two compute the same thing."""
+        return self.model is model
 
 
 def default_judge(
@@ -80,3 +89,24 @@ def default_judge(
     if reference is not None and not ref_quant_bits:
         return Gwen(reference.model, policy.tokenizer), contextlib.nullcontext
     return Gwen(frozen_copy(policy.model), policy.tokenizer), contextlib.nullcontext
+
+
+def shared_trunks(model: Model, reference: Reference | None, s, parts, group_size, enabled=True):
+    """Per micro-batch (p, c) of GroupSample `s` (prompt and completion row indices), the output
+    of the policy's frozen bottom blocks (gwen.Trunk), computed once for the policy's forward,
+    the reference's and every iteration of the step. [None, ...] when not `enabled`, when no
+    bottom block is frozen (full fine-tuning, adapters from block 0) or when the reference is
+    another model (a copy: its bottom blocks are its own)."""
+    depth = min(frozen_depth(model), len(model.layers) - 1)  # at least one block above it
+    if (
+        not enabled
+        or depth == 0
+        or (reference is not None and not reference.shares_trunk_with(model))
+    ):
+        return [None] * len(parts)
+    trunks = [
+        sequence_trunk(model, s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], group_size, depth)
+        for p, c in parts
+    ]
+    mx.eval([a for t in trunks for a in (t.prompt, t.completion) if a is not None])
+    return trunks

@@ -29,6 +29,7 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
 import lora
+from reference import shared_trunks
 
 
 @dataclass(frozen=True)
@@ -182,28 +183,35 @@ def flag_hacks(detectors: list, b) -> dict:
     return rates
 
 
-def routed_args(cfg, b, micro_batches: list[MicroBatch], reference, kl_coef: float) -> list:
+def routed_args(
+    cfg, b, micro_batches: list[MicroBatch], reference, kl_coef: float, model=None
+) -> list:
     """The loss function's arguments for each routing micro-batch: its groups' prompts and
     completions, the completion mask cut to the rows it trains on, reference log-probs when
     there is a KL term."""
     s, G = b.sample, cfg.group_size
     parts = [(mx.array(mb.groups), mx.array(mb.rows)) for mb in micro_batches]
+    trunks = [None] * len(parts)  # model None: no trunk (the caller computes every block)
+    if model is not None:
+        trunks = shared_trunks(model, reference, s, parts, G, cfg.share_trunk)
     ref, coef = [None] * len(micro_batches), 0.0  # no reference: a Python 0 (grpo checks it)
     if reference is not None:
         ref = [
-            reference.logprobs(s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature)
-            for p, c in parts
+            reference.logprobs(
+                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature, trunk=t
+            )
+            for (p, c), t in zip(parts, trunks, strict=True)
         ]
         mx.eval(ref)
         coef = mx.array(kl_coef, dtype=mx.float32)
     args = []
-    for mb, (p, c), r in zip(micro_batches, parts, ref, strict=True):
+    for mb, (p, c), r, t in zip(micro_batches, parts, ref, trunks, strict=True):
         sampled = s.logprobs[c]
         old = sampled if cfg.num_iterations > 1 else None
         mask = b.mask[c] * mx.array(mb.keep)[:, None]
         tokens, adv = s.tokens[c], b.advantages[c]
         args.append(
-            (s.prompt_tokens[p], s.prompt_pad[p], tokens, adv, mask, sampled, old, r, coef, cfg)
+            (s.prompt_tokens[p], s.prompt_pad[p], tokens, adv, mask, sampled, old, r, coef, cfg, t)
         )
     return args
 
@@ -215,7 +223,7 @@ def routed_update(run, b, loss_fn, apply_gradients) -> dict:
     (clip_per_adapter); apply_gradients(run, grads, sums, it, clip) steps."""
     cfg = run.cfg
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
-    args = routed_args(cfg, b, micro, run.reference, run.controller.coef)
+    args = routed_args(cfg, b, micro, run.reference, run.controller.coef, run.policy.model)
     history = []
     for it in range(cfg.num_iterations):
         grads, sums = accumulate(run.policy.model, loss_fn, micro, args)

@@ -120,3 +120,67 @@ def test_embedded_model_stream_matches_sample_group(smollm):
     assert all(parts[-1].startswith(p) for p in parts)
     sampled = list(smollm.stream(prompt, 24, temperature=1.0, seed=7))[-1]
     assert sampled == smollm.sample_group([prompt], 1, 24, temperature=1.0, seed=7).texts[0]
+
+
+def _lora_top(cfg, top: int, seed=3):
+    """A tiny model with LoRA (lora_b randomized, so the adapters change the output) on its top
+    `top` blocks."""
+    import lora
+
+    model = tiny_model(cfg, seed=seed)
+    n = cfg["num_hidden_layers"]
+    lora.apply_lora(model, 4, 8.0, ["q_proj", "v_proj", "down_proj"], list(range(n - top, n)))
+    mx.random.seed(seed)
+    for _, layer in lora.lora_layers(model):
+        layer.lora_b = 0.1 * mx.random.normal(layer.lora_b.shape)
+    return model
+
+
+def _groups(vocab, B=2, G=3, P=5, T=6, seed=0):
+    rng = np.random.default_rng(seed)
+    pt = mx.array(rng.integers(3, vocab, (B, P)), dtype=mx.int32)
+    pad = mx.array([0, 2][:B], dtype=mx.int32)  # the second prompt left-padded by 2
+    comp = mx.array(rng.integers(3, vocab, (B * G, T)), dtype=mx.int32)
+    return pt, pad, comp, G
+
+
+@pytest.mark.parametrize("T", [6, 1])
+def test_frozen_trunk_gives_the_same_logprobs_and_gradients(T):
+    from mlx.nn import value_and_grad
+    from mlx.utils import tree_flatten
+
+    model = _lora_top(LLAMA, top=1)  # 3 blocks, adapters in the top one: a trunk of 2
+    assert gwen_mod.frozen_depth(model) == 2
+    pt, pad, comp, G = _groups(LLAMA["vocab_size"], T=T)
+    trunk = gwen_mod.sequence_trunk(model, pt, pad, comp, G, 2)
+    assert trunk.prompt.shape == (2, 5, LLAMA["hidden_size"])
+    assert (trunk.completion is None) == (T == 1)
+
+    def loss(m, trunk):
+        lp = gwen_mod.sequence_logprobs(m, pt, pad, comp, G, 0.7, trunk=trunk)
+        return (lp * mx.arange(lp.size).reshape(lp.shape) / lp.size).sum()
+
+    full_v, full_g = value_and_grad(model, loss)(model, None)
+    cut_v, cut_g = value_and_grad(model, loss)(model, trunk)
+    assert abs(full_v.item() - cut_v.item()) <= 1e-5 * abs(full_v.item())
+    full_g, cut_g = dict(tree_flatten(full_g)), dict(tree_flatten(cut_g))
+    assert full_g.keys() == cut_g.keys() and len(full_g) == 6  # 3 targets x (a, b), top block
+    for name, g in full_g.items():
+        assert mx.abs(g).max().item() > 0, name
+        assert mx.abs(g - cut_g[name]).max().item() <= 1e-5, name
+
+
+def test_frozen_depth_and_trunk_bounds():
+    import lora
+
+    model = tiny_model(LLAMA, seed=1)
+    model.freeze()
+    assert gwen_mod.frozen_depth(model) == 3  # nothing trains
+    lora.apply_lora(model, 2, 4.0, ["q_proj"], [0])
+    assert gwen_mod.frozen_depth(model) == 0  # the bottom block trains: no trunk
+    full = tiny_model(LLAMA, seed=1)  # full fine-tuning: the embedding trains
+    assert gwen_mod.frozen_depth(full) == 0
+    pt, pad, comp, G = _groups(LLAMA["vocab_size"])
+    for depth in (0, 3):
+        with pytest.raises(ValueError, match="trunk depth"):
+            gwen_mod.sequence_trunk(model, pt, pad, comp, G, depth)

@@ -452,6 +452,36 @@ def test_loop_routes_flagged_completions_to_the_forget_adapter_only(tmp_path, mo
     assert all(mx.abs(after[k]).max().item() > 0 for k in forget), "forget adapter did not train"
 
 
+def flag_every_other(prompts, completions, categories):
+    return np.arange(len(completions)) % 2 == 0
+
+
+def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(tmp_path, monkeypatch):
+    # Dual adapters in the top block only (tiny QWEN3: 2 blocks): the bottom block runs once per
+    # routing micro-batch for policy and reference; the weights must match the unshared path.
+    import reference
+
+    monkeypatch.setitem(hacks.DETECTORS, "every_other", flag_every_other)
+    calls, real = [], reference.sequence_trunk
+    monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a[-1]) or real(*a))
+    out = {}
+    for share in (True, False):
+        calls.clear()
+        policy = tiny_policy()
+        cfg = run_config(
+            tmp_path / str(share), steps=2, hack_detectors="every_other", routing_eval_every=0,
+            lora_layers=1, share_trunk=share,
+        )  # fmt: skip
+        run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
+        assert all(0 < r["route/flagged_share"] < 1 for r in metric_rows(run_dir))
+        assert (len(calls) > 0) == share and set(calls) <= {1}, calls
+        out[share] = {k: np.array(v) for k, v in tree_flatten(policy.model.parameters())}
+    trained = [k for k in out[True] if k.split(".")[-1] in ("retain_b", "forget_b")]
+    assert trained and all(np.abs(out[True][k]).max() > 0 for k in trained)
+    for k, v in out[True].items():
+        assert np.abs(v - out[False][k]).max() <= 1e-5, k
+
+
 def test_clip_per_adapter_uses_each_adapters_own_norm():
     # retain grads norm sqrt(3^2 + 4^2) = 5, forget norm 400; max_norm 1.
     # Per adapter: retain x 1/5, forget x 1/400 (global clipping would scale retain by 1/400.03).
