@@ -10,6 +10,8 @@ sum is the full-batch gradient for every loss type and every number of ranks
 `skipped_steps`. Under gradient routing the micro-batches are routing.py's instead.
 """
 
+import time
+
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
@@ -54,6 +56,7 @@ def update(run, b) -> dict:
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
     parts = distributed.micro_batches(B, G, k)
     shares = grpo.micro_batch_shares(b.mask, [c for _, c in parts], cfg.loss_type)
+    t0 = time.perf_counter()
     trunks = shared_trunks(model, run.reference, s, parts, G, cfg.share_trunk)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
@@ -65,6 +68,7 @@ def update(run, b) -> dict:
         ]
         mx.eval(ref)
         kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
+    reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs
     grad_fn = nn.value_and_grad(model, loss_fn)
     history = []
     for it in range(cfg.num_iterations):
@@ -91,7 +95,7 @@ def update(run, b) -> dict:
         sums = distributed.sum_metrics(grpo.combine_metrics(parts_m, shares), grpo.MAX_METRICS)
         grads = distributed.sum_gradients(grads)
         history.append(apply_gradients(run, grads, sums, it))
-    return history[-1] | {"lr": run.optimizer.learning_rate.item()}
+    return history[-1] | {"lr": run.optimizer.learning_rate.item(), "reference_s": reference_s}
 
 
 def _clip_global(grads, max_norm: float):

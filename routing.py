@@ -17,6 +17,7 @@ calls it); eval_routing.py measures the result.
 
 import contextlib
 import functools
+import time
 from dataclasses import dataclass
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -223,13 +224,16 @@ def routed_update(run, b, loss_fn, apply_gradients) -> dict:
     (clip_per_adapter); apply_gradients(run, grads, sums, it, clip) steps."""
     cfg = run.cfg
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
+    t0 = time.perf_counter()
     args = routed_args(cfg, b, micro, run.reference, run.controller.coef, run.policy.model)
+    reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs
     history = []
     for it in range(cfg.num_iterations):
         grads, sums = accumulate(run.policy.model, loss_fn, micro, args)
         history.append(apply_gradients(run, grads, sums, it, clip=clip_per_adapter))
     return history[-1] | {
         "lr": run.optimizer.learning_rate.item(),
+        "reference_s": reference_s,
         "route/micro_batches": len(micro),
         "route/flagged_share": sum(mb.share for mb in micro if mb.flagged),
     }

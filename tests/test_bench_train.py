@@ -1,0 +1,73 @@
+"""bench_train.py on a tiny saved model: the A/B arms run, are labelled, and the recipe is read."""
+
+import json
+
+import backend  # noqa: F401
+
+import pytest
+from helpers import LLAMA, save_checkpoint, tiny_model
+
+import bench_train
+import reference
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    base = tmp_path / "base"  # 3 blocks; LoRA in the top one, so a trunk of 2 can be shared
+    save_checkpoint(tiny_model(LLAMA, seed=4), LLAMA, base)
+    path = tmp_path / "recipe.json"
+    path.write_text(
+        json.dumps(
+            dict(
+                model=str(base),
+                reward="happy",
+                prompts_per_step=2,
+                group_size=2,
+                max_new_tokens=4,
+                lora_rank=4,
+                lora_layers=1,
+                kl_coef=0.05,
+                lr=1e-3,
+                run_name="recipe",
+                steps=60,
+            )  # fmt: skip
+        )
+    )
+    return path
+
+
+def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
+    calls, real = [], reference.sequence_trunk
+    monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))
+    argv = ["--config", str(recipe), "--ab", "--steps", "2", "--rounds", "1", "--json"]
+    assert bench_train.main(argv) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
+    assert out["prompts"] == 2 and out["group_size"] == 2 and out["max_tokens"] == 4
+    assert out["lora_rank"] == 4 and out["lora_layers"] == 1
+    assert out["timed_steps"] == 1 and out["unoptimized_timed_steps"] == 1
+    assert out["optimizations"] == {"share_trunk": True}
+    for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
+        assert out[key] > 0, key
+    assert set(out["unoptimized_parts"]) == set(bench_train.PARTS)
+    assert out["step_ratio"] == pytest.approx(
+        out["median_step_s"] / out["unoptimized_median_step_s"]
+    )
+    assert len(calls) == 2  # the optimized arm's two steps shared a trunk; the other arm none
+
+
+def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypatch):
+    calls, real = [], reference.sequence_trunk
+    monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))
+    argv = ["--config", str(recipe), "--steps", "2", "--off", "share_trunk", "--json"]
+    assert bench_train.main(argv) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
+    assert out["optimizations"] == {"share_trunk": False} and "step_ratio" not in out
+    assert calls == []
+
+
+def test_bad_settings_are_one_error_line(tmp_path, capsys):
+    assert bench_train.main(["--steps", "1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --steps")
+    assert bench_train.main(["--config", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "none.json" in err and err.count("\n") == 1
