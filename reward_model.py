@@ -30,6 +30,7 @@ from mlx.utils import tree_flatten
 import chat_format
 import cpu_ops
 import lora
+from kvcache import KVCache
 from prompts import CATEGORIES, CATEGORY_NOTES
 
 CONFIG_FILE = "rm_config.json"
@@ -112,6 +113,11 @@ class RewardModel(nn.Module):
         """Token ids of one (prompt, response): the chat-formatted prompt (its text cut to its
         last max_prompt_tokens tokens, so the question survives), the response (cut at
         max_response_tokens), EOS."""
+        head, body = self.encode_parts(prompt, response, category)
+        return head + body
+
+    def encode_parts(self, prompt: str, response: str, category: str | None):
+        """`encode`'s ids as (the chat-formatted prompt, the response + EOS)."""
         cfg, tok = self._config, self._tokenizer
         p_ids = tok.encode(prompt.strip(), add_special_tokens=False)
         if len(p_ids) > cfg.max_prompt_tokens:
@@ -126,7 +132,7 @@ class RewardModel(nn.Module):
             system = f"About the question: {CATEGORY_NOTES[category]}"
         head = chat_format.chat_tokens(tok, prompt, system=system)
         body = tok.encode(response.strip(), add_special_tokens=False)[: cfg.max_response_tokens]
-        return head + body + [self._eos]
+        return head, body + [self._eos]
 
     def batch(self, seqs: list[list[int]]) -> tuple[mx.array, mx.array]:
         """(B, L) int32 left-padded tokens and (B,) pad counts."""
@@ -140,25 +146,74 @@ class RewardModel(nn.Module):
         h = self.backbone.hidden(tokens, pad=pad)[:, -1, :]  # (B, D): every row's last token
         return self.score_head(h.astype(mx.float32))[:, 0]
 
-    def score(self, prompts, responses, categories, batch_size: int = 16) -> list[float]:
-        """Scores for (prompt, response, category) triples, forward-only, in batches sorted by
-        length (less padding); returned in the input order."""
+    def score(
+        self, prompts, responses, categories, batch_size: int = 16, share_prefix: bool = True
+    ) -> list[float]:
+        """Scores for (prompt, response, category) triples, forward-only, returned in the input
+        order. With `share_prefix`, answers to the same prompt (a GRPO group) read the prompt
+        once: it is prefilled into a KV cache that each answer continues (`_score_shared`);
+        otherwise each row is run whole, in batches sorted by length (less padding)."""
         if not (len(prompts) == len(responses) == len(categories)):
             raise ValueError(
                 f"{len(prompts)} prompts, {len(responses)} responses, {len(categories)} categories"
             )
         triples = zip(prompts, responses, categories, strict=True)
-        seqs = [self.encode(p, r, c) for p, r, c in triples]
+        parts = [self.encode_parts(p, r, c) for p, r, c in triples]
+        with cpu_ops.blocked():
+            if share_prefix:
+                return self._score_shared(parts, batch_size)
+            return self._score_whole([h + b for h, b in parts], batch_size)
+
+    def _score_whole(self, seqs: list[list[int]], batch_size: int) -> list[float]:
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
         out = [0.0] * len(seqs)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             tokens, pad = self.batch([seqs[i] for i in idx])
-            with cpu_ops.blocked():
-                values = self(tokens, pad).tolist()
+            for i, v in zip(idx, self(tokens, pad).tolist(), strict=True):
+                out[i] = float(v)
+        return out
+
+    def _score_shared(self, parts: list[tuple[list[int], list[int]]], batch_size: int):
+        """Rows grouped by identical prompt ids; per chunk of groups (at most `batch_size`
+        answers, or one group), the prompts are prefilled left-padded, each answer's row takes
+        its prompt's cache and runs its tokens right-padded; its score reads its last real
+        token (padding after a row's end is never attended to by its real tokens)."""
+        members: dict[tuple, list[int]] = {}
+        for i, (head, _) in enumerate(parts):
+            members.setdefault(tuple(head), []).append(i)
+        groups = sorted(members.items(), key=lambda kv: len(kv[0]))  # similar prompt lengths
+        chunks, current = [], []
+        for group in groups:
+            if current and sum(len(m) for _, m in current) + len(group[1]) > batch_size:
+                chunks.append(current)
+                current = []
+            current.append(group)
+        chunks.append(current)
+        out = [0.0] * len(parts)
+        for chunk in chunks:
+            head_tokens, head_pad = self.batch([list(head) for head, _ in chunk])
+            rows = [j for j, (_, m) in enumerate(chunk) for _ in m]
+            idx = [i for _, m in chunk for i in m]
+            bodies = [parts[i][1] for i in idx]
+            width = max(len(b) for b in bodies)
+            body_tokens = mx.array(
+                [b + [self._pad] * (width - len(b)) for b in bodies], dtype=mx.int32
+            )
+            cache = KVCache.for_model(self.backbone, len(chunk), head_tokens.shape[1], head_pad)
+            self.backbone.blocks(self.backbone.embed(head_tokens), range(self.n_layers), cache)
+            cache = cache.take_rows(rows, capacity=head_tokens.shape[1] + width)
+            h = self.backbone.hidden(body_tokens, cache)  # (N, width, D)
+            last = mx.array([len(b) - 1 for b in bodies], dtype=mx.int32)
+            h = h[mx.arange(len(bodies)), last]  # (N, D): each row's last real token
+            values = self.score_head(h.astype(mx.float32))[:, 0].tolist()
             for i, v in zip(idx, values, strict=True):
                 out[i] = float(v)
         return out
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.backbone.layers)
 
 
 def bt_loss(r_better: mx.array, r_worse: mx.array, margin: float = 0.0) -> mx.array:

@@ -116,6 +116,7 @@ class RewardContext:
     tokenizer: object = None
     judge_batch_size: int = 24
     records: list[dict] | None = None  # the task's labelled records (a ground-truth reward's)
+    share_prefix: bool = True  # a reward model reads each group's prompt once
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,8 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
 
     def score(prompts, completions, categories):
         values = np.asarray(
-            rm.score(prompts, completions, categories, batch_size=batch_size), dtype=np.float64
+            rm.score(prompts, completions, categories, batch_size, share_prefix=ctx.share_prefix),
+            dtype=np.float64,
         )
         if echo_threshold is not None:
             pairs = zip(prompts, completions, strict=True)

@@ -124,7 +124,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         dtype=dtype,
     )
     ctx = rewards.RewardContext(
-        judge, policy.tokenizer, cfg.judge_batch_size, records + eval_records
+        judge, policy.tokenizer, cfg.judge_batch_size, records + eval_records, cfg.share_prefix
     )
     if reward_fn is not None:
         scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)

@@ -45,7 +45,7 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     assert out["prompts"] == 2 and out["group_size"] == 2 and out["max_tokens"] == 4
     assert out["lora_rank"] == 4 and out["lora_layers"] == 1
     assert out["timed_steps"] == 1 and out["unoptimized_timed_steps"] == 1
-    assert out["optimizations"] == {"share_trunk": True}
+    assert out["optimizations"] == {"share_trunk": True, "share_prefix": True}
     for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
         assert out[key] > 0, key
     assert set(out["unoptimized_parts"]) == set(bench_train.PARTS)
@@ -61,7 +61,8 @@ def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypat
     argv = ["--config", str(recipe), "--steps", "2", "--off", "share_trunk", "--json"]
     assert bench_train.main(argv) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
-    assert out["optimizations"] == {"share_trunk": False} and "step_ratio" not in out
+    assert out["optimizations"] == {"share_trunk": False, "share_prefix": True}
+    assert "step_ratio" not in out
     assert calls == []
 
 

@@ -15,6 +15,7 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import lora
 import reward_model
 import tblog
 import train_rm
@@ -56,6 +57,25 @@ def test_score_reads_each_rows_last_real_token(base):
     assert rm.score(["t5 t6 t8 t9", "t5 t6"], ["t7 t10 t11", "t7"], [None, None]) == pytest.approx(
         alone[::-1], abs=1e-5
     )
+
+
+@pytest.mark.parametrize("batch_size", [16, 3])
+def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size):
+    # GRPO-shaped input: groups of answers to the same prompt, answers of different lengths,
+    # prompts of different lengths and categories; batch_size 3 cuts chunks at group bounds.
+    rm = reward_model.build(rm_config(base))  # LoRA in the top blocks, reads the category
+    mx.random.seed(0)
+    rm.score_head.weight = mx.random.normal(rm.score_head.weight.shape)
+    for _, layer in lora.lora_layers(rm.backbone):
+        layer.lora_b = 0.1 * mx.random.normal(layer.lora_b.shape)
+    prompts = ["t5 t6"] * 3 + ["t5 t6 t8 t9 t12"] * 4 + ["t9"] * 2 + ["t5 t6"]
+    cats = ["control"] * 3 + ["nonsense"] * 4 + ["curiosity"] * 2 + ["false_premise"]
+    answers = ["t7", "t7 t10 t11", "", "t13 t14", "t15", "t7 t7 t7 t7 t7 t7", "t8", "t9 t9", "t20"]
+    answers.append("t7")
+    whole = rm.score(prompts, answers, cats, batch_size=batch_size, share_prefix=False)
+    shared = rm.score(prompts, answers, cats, batch_size=batch_size, share_prefix=True)
+    assert len(set(whole)) > 5  # the scores differ between rows: the comparison means something
+    assert shared == pytest.approx(whole, abs=1e-4)
 
 
 def test_category_is_required_when_the_model_reads_it(base):
