@@ -60,6 +60,9 @@ class TrainConfig:
     weight_decay: float = _f(0.0, "AdamW weight decay")
     max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
     grad_accum: int = _f(1, "micro-batches per step (splits the B groups)")
+    rollout_trunk: bool = _f(
+        True, "with --share-trunk: keep the frozen blocks' output from sampling for the update"
+    )
     share_prefix: bool = _f(True, "reward model: read each group's prompt once (a KV cache)")
     share_trunk: bool = _f(
         True, "LoRA in the top blocks: run the frozen blocks below once for policy and reference"

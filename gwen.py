@@ -43,6 +43,9 @@ class GroupSample:
     finished: np.ndarray  # (B*G,) bool: ended with EOS (False: truncated)
     group_size: int
     temperature: float
+    # The stream after the frozen bottom blocks, as sampling computed it (sample_tokens with
+    # trunk_depth): the update's Trunk for free. None when not asked for or after a gather.
+    trunk: "Trunk | None" = None
 
     @property
     def num_prompts(self) -> int:
@@ -121,10 +124,24 @@ class Gwen:
     def prefill(self, tokens: mx.array, pad: mx.array, capacity: int):
         """Run the prompts once; return (cache, final-position hidden state (B, D)).
         Forward-only, so the CPU ops may run in blocks."""
+        cache, h, _ = self._prefill(tokens, pad, capacity, 0)
+        return cache, h
+
+    def _prefill(self, tokens, pad, capacity: int, depth: int):
+        """prefill, and with depth > 0 also the (B, P, D) stream after blocks [0, depth)."""
         cache = KVCache.for_model(self.model, tokens.shape[0], capacity, pad)
         with cpu_ops.blocked():
-            h = self.model.hidden(tokens, cache)
-        return cache, h[:, -1, :]
+            mid, h = self._forward(tokens, cache, depth)
+        return cache, h[:, -1, :], mid
+
+    def _forward(self, tokens, cache, depth: int):
+        """(stream after blocks [0, depth) or None, final-norm hidden states) of tokens that
+        continue `cache`: one pass, split at `depth` when depth > 0."""
+        if depth == 0:
+            return None, self.model.hidden(tokens, cache)
+        m = self.model
+        mid = m.blocks(m.embed(tokens), range(depth), cache, advance=False)
+        return mid, m.final_norm(m.blocks(mid, range(depth, len(m.layers)), cache))
 
     def decode_texts(self, tokens: np.ndarray, mask: np.ndarray, finished: np.ndarray):
         texts = []
@@ -142,10 +159,12 @@ class Gwen:
         top_p: float = 1.0,
         seed: int = 0,
         stop_at_eos: bool = True,
+        trunk_depth: int = 0,
     ) -> GroupSample:
         """Sample `group_size` completions for each prompt; all rows decode together. `seed` is
         an int, or one int per completion row (row b * group_size + g): then each row's draws
-        depend on its own seed alone, whatever else shares the batch."""
+        depend on its own seed alone, whatever else shares the batch. With `trunk_depth` > 0 the
+        sample keeps the stream after blocks [0, trunk_depth) (GroupSample.trunk)."""
         _check_sampling(group_size, max_new_tokens, temperature, top_p)
         prompt_tokens, prompt_pad = self.left_pad([self.chat_tokens(p) for p in prompts])
         return self.sample_tokens(
@@ -157,6 +176,7 @@ class Gwen:
             top_p,
             seed,
             stop_at_eos,
+            trunk_depth,
         )
 
     def sample_tokens(
@@ -169,8 +189,13 @@ class Gwen:
         top_p=1.0,
         seed=0,
         stop_at_eos=True,
+        trunk_depth=0,
     ) -> GroupSample:
         B, P = prompt_tokens.shape
+        if not 0 <= trunk_depth < len(self.model.layers):
+            raise ValueError(
+                f"trunk_depth {trunk_depth} must be in 0..{len(self.model.layers) - 1}"
+            )
         N = B * group_size
         if np.ndim(seed) > 0 and len(seed) != N:
             raise ValueError(
@@ -178,7 +203,10 @@ class Gwen:
                 "or one per completion row"
             )
         W = self.model.lm_head_weight()
-        cache, h_last = self.prefill(prompt_tokens, prompt_pad, P + max_new_tokens)
+        cache, h_last, mid_prompt = self._prefill(
+            prompt_tokens, prompt_pad, P + max_new_tokens, trunk_depth
+        )
+        mids = []  # the trunk's stream of each fed-back token: the completion inputs
         cache = cache.broadcast_batch(group_size)
         logits = mx.repeat(h_last @ W.T, group_size, axis=0)  # (N, V)
         draw = sampling.make_sampler(self.sampler, seed, temperature, top_p)
@@ -194,13 +222,19 @@ class Gwen:
                 done |= np.isin(tok, eos)
             if done.all() or t + 1 == max_new_tokens:
                 break
-            h = self.model.hidden(mx.array(tok[:, None]), cache)[:, -1, :]
-            logits = h @ W.T
+            mid, h = self._forward(mx.array(tok[:, None]), cache, trunk_depth)
+            if mid is not None:
+                mids.append(mid)
+            logits = h[:, -1, :] @ W.T
         T = t + 1
         tokens = mx.array(out_tok[:, :T])
         mask = completion_mask(tokens, self.eos_ids if stop_at_eos else [])
         finished = done if stop_at_eos else np.zeros(N, dtype=bool)
         texts = self.decode_texts(out_tok[:, :T], np.array(mask), finished)
+        trunk = None
+        if trunk_depth:
+            completion = mx.concatenate(mids, axis=1) if mids else None  # (N, T-1, D)
+            trunk = Trunk(trunk_depth, mid_prompt, completion)
         return GroupSample(
             prompt_tokens,
             prompt_pad,
@@ -211,6 +245,7 @@ class Gwen:
             finished,
             group_size,
             temperature,
+            trunk,
         )
 
     def stream(

@@ -247,11 +247,14 @@ class Model(nn.Module):
     def final_norm(self, h: mx.array) -> mx.array:
         return self.model.norm(h)
 
-    def blocks(self, h: mx.array, layers: range, cache=None, pad: mx.array | None = None):
+    def blocks(
+        self, h: mx.array, layers: range, cache=None, pad: mx.array | None = None, advance=True
+    ):
         """The residual stream (B, L, D) after the blocks in `layers` (consecutive), from `h`, the
         stream entering the first of them; cache and pad as in `hidden`. Running range(0, k) and
-        then range(k, n) on the output (each with its own cache) computes what `hidden` does
-        before its final norm: the frozen bottom blocks can run once for several tops."""
+        then range(k, n) on the output (each with its own cache, or one cache and
+        `advance=False` on the first call) computes what `hidden` does before its final norm:
+        the frozen bottom blocks can run once for several tops."""
         B, L, _ = h.shape
         if layers.step != 1 or layers.start < 0 or layers.stop > len(self.layers):
             raise ValueError(f"layers {layers} is not a consecutive run of 0..{len(self.layers)}")
@@ -264,7 +267,7 @@ class Model(nn.Module):
         rope = cpu_ops.rope_for(self.rope, start - pad, L)  # row b's first slot: start - pad[b]
         for i in layers:
             h = self.model.layers[i](h, mask, rope, cache, i)
-        if cache is not None:
+        if cache is not None and advance:
             cache.advance(L)
         return h
 

@@ -16,7 +16,7 @@ import mlx.core as mx
 
 import lora
 import quantize
-from gwen import frozen_depth, sequence_logprobs, sequence_trunk
+from gwen import Trunk, frozen_depth, sequence_logprobs, sequence_trunk
 from model import Model
 
 
@@ -91,19 +91,31 @@ def default_judge(
     return Gwen(frozen_copy(policy.model), policy.tokenizer), contextlib.nullcontext
 
 
-def shared_trunks(model: Model, reference: Reference | None, s, parts, group_size, enabled=True):
+def trunk_depth(model: Model, reference: "Reference | None", enabled: bool = True) -> int:
+    """How many bottom blocks the policy's forward and the reference's may share (a Trunk): 0 when
+    not `enabled`, when no bottom block is frozen (full fine-tuning, adapters from block 0) or
+    when the reference is another model (a copy: its bottom blocks are its own). At least one
+    block stays above the trunk."""
+    depth = min(frozen_depth(model), len(model.layers) - 1)
+    if not enabled or (reference is not None and not reference.shares_trunk_with(model)):
+        return 0
+    return depth
+
+
+def shared_trunks(model: Model, reference: "Reference | None", s, parts, group_size, enabled=True):
     """Per micro-batch (p, c) of GroupSample `s` (prompt and completion row indices), the output
     of the policy's frozen bottom blocks (gwen.Trunk), computed once for the policy's forward,
-    the reference's and every iteration of the step. [None, ...] when not `enabled`, when no
-    bottom block is frozen (full fine-tuning, adapters from block 0) or when the reference is
-    another model (a copy: its bottom blocks are its own)."""
-    depth = min(frozen_depth(model), len(model.layers) - 1)  # at least one block above it
-    if (
-        not enabled
-        or depth == 0
-        or (reference is not None and not reference.shares_trunk_with(model))
-    ):
+    the reference's and every iteration of the step: the rows of `s.trunk` when sampling kept
+    it at this depth, else computed here. [None, ...] when trunk_depth is 0."""
+    depth = trunk_depth(model, reference, enabled)
+    if depth == 0:
         return [None] * len(parts)
+    if s.trunk is not None and s.trunk.depth == depth:
+        t = s.trunk
+        return [
+            Trunk(depth, t.prompt[p], None if t.completion is None else t.completion[c])
+            for p, c in parts
+        ]
     trunks = [
         sequence_trunk(model, s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], group_size, depth)
         for p, c in parts

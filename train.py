@@ -42,7 +42,7 @@ from config import ConfigError, TrainConfig, build_parser, resolve_config
 from gwen import GroupSample, Gwen
 from load_weights import LoadError
 from prompts import DataError, PromptStream
-from reference import Reference, default_judge
+from reference import Reference, default_judge, trunk_depth
 
 
 @dataclass
@@ -88,6 +88,7 @@ class Run:
     )
     detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
     routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
+    trunk_depth: int = 0  # > 0: sampling keeps the frozen blocks' output for the update
 
 
 # Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
@@ -156,6 +157,10 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         tb=tblog.TBLog(run_dir / "tb") if cfg.tensorboard and distributed.is_main() else None,
         detectors=detectors,
         routing_eval=routing_eval,
+        # One process only: a gathered rollout is re-padded, so its rows' trunk is recomputed.
+        trunk_depth=trunk_depth(model, reference, cfg.share_trunk)
+        if cfg.rollout_trunk and distributed.size() == 1
+        else 0,
     )
 
 
@@ -197,6 +202,7 @@ def rollout(run: Run, step: int) -> Rollout:
         cfg.top_p,
         seed=row_seeds(cfg, step, mine, G),
         stop_at_eos=not cfg.ignore_eos,
+        trunk_depth=run.trunk_depth,
     )
     mx.eval(sample.tokens, sample.mask)
     t1 = time.perf_counter()

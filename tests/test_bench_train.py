@@ -40,12 +40,15 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     calls, real = [], reference.sequence_trunk
     monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))
     argv = ["--config", str(recipe), "--ab", "--steps", "2", "--rounds", "1", "--json"]
+    argv += ["--off", "rollout_trunk"]  # so the optimized arm computes its trunk (counted)
     assert bench_train.main(argv) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
     assert out["prompts"] == 2 and out["group_size"] == 2 and out["max_tokens"] == 4
     assert out["lora_rank"] == 4 and out["lora_layers"] == 1
     assert out["timed_steps"] == 1 and out["unoptimized_timed_steps"] == 1
-    assert out["optimizations"] == {"share_trunk": True, "share_prefix": True}
+    assert out["optimizations"] == {
+        "share_trunk": True, "share_prefix": True, "rollout_trunk": False
+    }  # fmt: skip
     for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
         assert out[key] > 0, key
     assert set(out["unoptimized_parts"]) == set(bench_train.PARTS)
@@ -61,7 +64,9 @@ def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypat
     argv = ["--config", str(recipe), "--steps", "2", "--off", "share_trunk", "--json"]
     assert bench_train.main(argv) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
-    assert out["optimizations"] == {"share_trunk": False, "share_prefix": True}
+    assert out["optimizations"] == {
+        "share_trunk": False, "share_prefix": True, "rollout_trunk": True
+    }  # fmt: skip
     assert "step_ratio" not in out
     assert calls == []
 

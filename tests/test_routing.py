@@ -456,7 +456,10 @@ def flag_every_other(prompts, completions, categories):
     return np.arange(len(completions)) % 2 == 0
 
 
-def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("from_rollout", [False, True], ids=["recomputed", "from-rollout"])
+def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(
+    tmp_path, monkeypatch, from_rollout
+):
     # Dual adapters in the top block only (tiny QWEN3: 2 blocks): the bottom block runs once per
     # routing micro-batch for policy and reference; the weights must match the unshared path.
     import reference
@@ -470,16 +473,17 @@ def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(tmp_path, mo
         policy = tiny_policy()
         cfg = run_config(
             tmp_path / str(share), steps=2, hack_detectors="every_other", routing_eval_every=0,
-            lora_layers=1, share_trunk=share,
+            lora_layers=1, share_trunk=share, rollout_trunk=from_rollout,
         )  # fmt: skip
         run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
         assert all(0 < r["route/flagged_share"] < 1 for r in metric_rows(run_dir))
-        assert (len(calls) > 0) == share and set(calls) <= {1}, calls
+        assert (len(calls) > 0) == (share and not from_rollout) and set(calls) <= {1}, calls
         out[share] = {k: np.array(v) for k, v in tree_flatten(policy.model.parameters())}
     trained = [k for k in out[True] if k.split(".")[-1] in ("retain_b", "forget_b")]
     assert trained and all(np.abs(out[True][k]).max() > 0 for k in trained)
+    tol = 1e-4 if from_rollout else 1e-5  # sampling's trunk differs from the batch's by rounding
     for k, v in out[True].items():
-        assert np.abs(v - out[False][k]).max() <= 1e-5, k
+        assert np.abs(v - out[False][k]).max() <= tol, k
 
 
 def test_clip_per_adapter_uses_each_adapters_own_norm():

@@ -315,38 +315,49 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert err.startswith("error: ") and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("from_rollout", [False, True], ids=["recomputed", "from-rollout"])
 @pytest.mark.parametrize(
     "kw", [dict(), dict(num_iterations=2, grad_accum=2)], ids=["plain", "iterations-accum"]
 )
-def test_shared_trunk_trains_exactly_as_the_unshared_path(tmp_path, monkeypatch, kw):
+def test_shared_trunk_trains_as_the_unshared_path(tmp_path, monkeypatch, kw, from_rollout):
+    # The trunk recomputed by the update is the same arithmetic as the full forward: equal to
+    # float rounding. Kept from sampling (token by token through the KV cache) it differs by
+    # rounding too; the tolerance covers both (knowledge/benchmarks.md, "Half-cost step").
     from helpers import LLAMA, save_checkpoint
 
     base = tmp_path / "base"  # 3 blocks; LoRA in the top one: the bottom two form the trunk
     save_checkpoint(tiny_model(LLAMA, seed=2), LLAMA, base)
-    calls = []
+    calls, kept = [], []
     real = reference.sequence_trunk
     monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a[-1]) or real(*a))
+    real_rollout = train.rollout
+    monkeypatch.setattr(
+        train, "rollout", lambda r, s: kept.append(r.trunk_depth) or real_rollout(r, s)
+    )
     out = {}
     for share in (True, False):
-        calls.clear()
+        calls.clear(), kept.clear()
         policy = Gwen.load(str(base), mx.float32)
         cfg = tiny_config(
             tmp_path / str(share), steps=2, lora_rank=4, lora_layers=1, model=str(base),
-            share_trunk=share, **kw,
+            share_trunk=share, rollout_trunk=from_rollout, **kw,
         )  # fmt: skip
         run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
         out[share] = weights(policy), metric_rows(run_dir)
-        assert calls == ([2] * 2 * kw.get("grad_accum", 1) if share else []), calls
+        recomputed = share and not from_rollout
+        assert calls == ([2] * 2 * kw.get("grad_accum", 1) if recomputed else []), calls
+        assert kept == [2 if share and from_rollout else 0] * 2, kept
     (w_on, m_on), (w_off, m_off) = out[True], out[False]
     trained = [k for k in w_on if k.endswith("lora_b")]  # lora_b starts at zero
     assert trained and all(np.abs(w_on[k]).max() > 0 for k in trained), trained
+    tol = 1e-4 if from_rollout else 1e-5  # 4 AdamW steps at lr 1e-2 magnify rounding
     for k in w_on:
-        assert np.abs(w_on[k] - w_off[k]).max() <= 1e-5, k
+        assert np.abs(w_on[k] - w_off[k]).max() <= tol, k
     for a, b in zip(m_on, m_off, strict=True):
         assert a.keys() == b.keys()
         for key in a:
             if isinstance(a[key], float) and key not in ("rss_mb", "cpu_s"):
-                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-5), key
 
 
 def test_lora_in_the_top_blocks_only_trains_and_loads_back(tmp_path):
