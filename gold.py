@@ -151,8 +151,8 @@ def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE) -> list[dict]:
             )
         else:
             l_err.extend((n, p) for p in _label_problems(lab, by_id[lab["id"]][1]["category"]))
-    for n, rec in answers:
-        if rec["id"] not in labelled:
+    for n, rec in answers:  # unless a bad label line may be the missing one
+        if rec["id"] not in labelled and not l_err:
             a_err.append(
                 (
                     n,
