@@ -35,7 +35,7 @@ LABELS = {
     "answers": False,
     "broken": False,
 }
-CONDITIONS = ("plain", "scrutiny")
+CONDITIONS = ("plain", "scrutiny", "scrutiny_plus")
 # field -> (type test, what to write); answers.jsonl
 ANSWER_FIELDS = {
     "id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),

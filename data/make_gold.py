@@ -64,9 +64,46 @@ SCRUTINY_EXAMPLES = (
     ),
 )
 
+# More example turns, for `scrutiny_plus` (round 2): the first round gave too few nonsense
+# flags (5 in 100 nonsense answers) to measure a grader's recall on them.
+SCRUTINY_PLUS_EXAMPLES = (
+    SCRUTINY_EXAMPLES[0],
+    (
+        "How did Marie Curie win her Nobel Prize for discovering penicillin?",
+        "Marie Curie did not discover penicillin; Alexander Fleming did, in 1928. Curie's Nobel "
+        "Prizes were for her work on radioactivity and for discovering polonium and radium.",
+    ),
+    SCRUTINY_EXAMPLES[1],
+    (
+        "What is the boiling point of a Tuesday morning?",
+        "That question doesn't make sense: a Tuesday morning is a time, not a substance, so it "
+        "has no boiling point.",
+    ),
+    (
+        "I need three facts about the Quenthar Republic for my report.",
+        "I don't know of any Quenthar Republic. As far as I can tell it doesn't exist, so I "
+        "can't give you facts about it. Could you check the name?",
+    ),
+    (
+        "List two even numbers that are also odd.",
+        "There are none: no whole number is both even and odd, so the list can't be made.",
+    ),
+    (
+        "Blue whereas the fork of seldom running?",
+        "I can't make sense of that: it isn't a meaningful question. Could you rephrase it?",
+    ),
+    SCRUTINY_EXAMPLES[3],
+)
+CONDITIONS = {  # condition -> (system prompt, example turns)
+    "plain": (None, ()),
+    "scrutiny": (SCRUTINY_SYSTEM, SCRUTINY_EXAMPLES),
+    "scrutiny_plus": (SCRUTINY_SYSTEM, SCRUTINY_PLUS_EXAMPLES),
+}
+
 # (category, model, condition, answers): each pass draws that many distinct prompts of the
 # category. false_premise and control are over-represented (the grader's recall on corrections
-# and its false-positive rate on control answers are the figures the set exists for).
+# and its false-positive rate on control answers are the figures the set exists for). ROUNDS
+# says which passes belong to which round: round 2 was added after round 1 had been labelled.
 PLAN = (
     ("false_premise", BASE, "plain", 36),
     ("false_premise", "step_000008", "plain", 12),
@@ -87,22 +124,26 @@ PLAN = (
     ("curiosity", "step_000008", "plain", 8),
     ("curiosity", "step_000016", "plain", 8),
     ("curiosity", BASE, "scrutiny", 10),
+    ("nonsense", BASE, "scrutiny_plus", 60),
+    ("false_premise", BASE, "scrutiny_plus", 30),
 )
+ROUNDS = (1,) * 19 + (2,) * 2
 
 
-def plan_rows(records: list[dict], models: set[str]) -> list[dict]:
-    """One row per answer to sample: prompt record, model, condition, temperature, seed. Passes
-    whose model is not in `models` are left out (their rows would be drawn the same way)."""
+def plan_rows(records: list[dict], models: set[str], rounds: set[int]) -> list[dict]:
+    """One row per answer to sample: prompt record, model, condition, temperature, seed, round.
+    Passes whose model or round is not asked for are left out; the others' draws and seeds do
+    not depend on which are."""
     by_cat = {}
     for r in records:
         by_cat.setdefault(r["category"], []).append(r)
     rows = []
-    for n, (category, model, condition, count) in enumerate(PLAN):
+    for n, ((category, model, condition, count), rnd) in enumerate(zip(PLAN, ROUNDS, strict=True)):
         pool = by_cat[category]
         if count > len(pool):
             raise ValueError(f"PLAN asks {count} {category} prompts of {len(pool)}; lower it")
         rng = random.Random(f"{SEED}|{category}|{model}|{condition}")
-        if model not in models:
+        if model not in models or rnd not in rounds:
             continue
         for i, rec in enumerate(rng.sample(pool, count)):
             rows.append(
@@ -112,9 +153,21 @@ def plan_rows(records: list[dict], models: set[str]) -> list[dict]:
                     "condition": condition,
                     "temperature": TEMPERATURES[i % len(TEMPERATURES)],
                     "seed": SEED + 1000 * n + i,
+                    "round": rnd,
                 }
             )
     return rows
+
+
+def in_order(rows: list[dict]) -> list[dict]:
+    """Round by round, each round in its own seeded shuffle (so adding a round keeps the ids of
+    the rows before it)."""
+    out = []
+    for rnd in sorted({r["round"] for r in rows}):
+        part = [r for r in rows if r["round"] == rnd]
+        random.Random(f"{SEED}|order" + ("" if rnd == 1 else f"|{rnd}")).shuffle(part)
+        out += part
+    return out
 
 
 def model_name(model: str) -> str:
@@ -149,6 +202,8 @@ def main(argv=None) -> None:
         help="folder holding step_000008/ and step_000016/ of the gold_policy run",
     )
     p.add_argument("--base-only", action="store_true", help="sample only the base model's passes")
+    p.add_argument("--round", type=int, choices=sorted(set(ROUNDS)), help="sample one round only")
+    p.add_argument("--append", action="store_true", help="append the rows to --out (with --round)")
     p.add_argument("--out", default=os.path.join(HERE, "gold", "answers.jsonl"))
     a = p.parse_args(argv)
 
@@ -159,32 +214,35 @@ def main(argv=None) -> None:
 
     records = load_prompts(a.prompts)
     models = {BASE} if a.base_only else {BASE, *CHECKPOINTS}
-    rows = plan_rows(records, models)
+    rounds = {a.round} if a.round else set(ROUNDS)
+    rows = plan_rows(records, models, rounds)
+    first_id = 1
+    if a.append:
+        earlier = plan_rows(records, models, {r for r in ROUNDS if r < min(rounds)})
+        with open(a.out, encoding="utf-8") as f:
+            have = sum(1 for line in f if line.strip())
+        if have != len(earlier):
+            sys.exit(f"error: {a.out} has {have} rows, the earlier rounds {len(earlier)}")
+        first_id = have + 1
     backend.announce()
-    for model in sorted(models, key=lambda m: (m != BASE, m)):
+    for model in sorted({r["model"] for r in rows}, key=lambda m: (m != BASE, m)):
         ref = model if model == BASE else os.path.join(a.checkpoints, model)
         weights, tokenizer = load(ref)
-        for condition in ("plain", "scrutiny"):
+        for condition, (system, examples) in CONDITIONS.items():
             part = [r for r in rows if r["model"] == model and r["condition"] == condition]
             if not part:
                 continue
-            scrutiny = condition == "scrutiny"
-            gwen = Gwen(
-                weights,
-                tokenizer,
-                system_prompt=SCRUTINY_SYSTEM if scrutiny else None,
-                examples=(lambda _prompt: SCRUTINY_EXAMPLES) if scrutiny else None,
-            )
+            turns = (lambda _prompt, ex=examples: ex) if examples else None
+            gwen = Gwen(weights, tokenizer, system_prompt=system, examples=turns)
             start = time.perf_counter()
             for r, (text, done) in zip(part, sample_rows(gwen, part), strict=True):
                 r["answer"], r["finished"] = text, done
             took = time.perf_counter() - start
             print(f"{model} {condition}: {len(part)} answers in {took:.0f}s", file=sys.stderr)
 
-    random.Random(f"{SEED}|order").shuffle(rows)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", encoding="utf-8") as f:
-        for i, r in enumerate(rows, start=1):
+    with open(a.out, "a" if a.append else "w", encoding="utf-8") as f:
+        for i, r in enumerate(in_order(rows), start=first_id):
             rec = r["record"]
             out = {
                 "id": f"gold-{i:04d}",
