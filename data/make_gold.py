@@ -126,8 +126,9 @@ PLAN = (
     ("curiosity", BASE, "scrutiny", 10),
     ("nonsense", BASE, "scrutiny_plus", 60),
     ("false_premise", BASE, "scrutiny_plus", 30),
+    ("nonsense", "step_000016", "scrutiny_plus", 24),
 )
-ROUNDS = (1,) * 19 + (2,) * 2
+ROUNDS = (1,) * 19 + (2,) * 2 + (3,)
 
 
 def plan_rows(records: list[dict], models: set[str], rounds: set[int]) -> list[dict]:
