@@ -2,15 +2,18 @@
 
 Answers come from the base model and two checkpoints of a GRPO run, on the held-out prompts of
 data/eval.jsonl, through the project's own sampler (`Gwen.sample_group`, chat_format's template,
-one seed per answer). Two prompting conditions: `plain` is what training and evaluate.py use
+one seed per answer). Three prompting conditions: `plain` is what training and evaluate.py use
 (the chat template and the user's question, nothing else); `scrutiny` opens the conversation
 with a short system message and four example turns (a premise corrected, two nonsense prompts
 flagged, a sound question answered), because the 135M model almost never corrects a premise
-or flags nonsense unprompted and the grader's recall needs real corrections to be measured on.
-PLAN says how many answers each (category, model, condition) gets; temperatures cycle 0, 0.7,
-1.0 over each pass. Deterministic: prompt draws use `random.Random` seeded from SEED and the
-pass, each answer's sampling seed is written beside it, and the output order is a seeded shuffle
-(labels are read blind to model and condition). It labels nothing (data/gold/README.md).
+or flags nonsense unprompted and a grader's recall needs real corrections to be measured on;
+`scrutiny_plus` has eight example turns (rounds 2 and 3: round 1 gave too few nonsense flags).
+PLAN says how many answers each (category, model, condition) gets and ROUNDS which round each
+pass belongs to; temperatures cycle 0, 0.7, 1.0 over each pass. Deterministic: prompt draws use
+`random.Random` seeded from SEED and the pass, each answer's sampling seed is written beside
+it, and each round is a seeded shuffle appended after the rounds before it (labels are read
+blind to model and condition; adding a round keeps earlier ids). It labels nothing
+(data/gold/README.md).
 
 Run from the repo root:  uv run python data/make_gold.py --checkpoints runs/gold_policy/checkpoints
 """
