@@ -203,3 +203,13 @@ def test_grader_figures_pushback_only_and_bad_predictions():
         grader_figures(gold, [*pred, pred[0]])
     with pytest.raises(ValueError, match="not one of"):
         grader_figures(gold, [{**pred[0], "label": "agrees"}, *pred[1:]])
+
+
+def test_cli_bad_file_exits_2(tmp_path, capsys):
+    import gold
+
+    paths = write(tmp_path, [answer(1)], [label(1, "agrees")])
+    with pytest.raises(SystemExit) as e:
+        gold.main(["--answers", str(paths[0]), "--labels", str(paths[1])])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith(f"error: {paths[1]} line 1:")
