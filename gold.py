@@ -1,0 +1,305 @@
+"""The gold set: model answers labelled by a person reading them, and a grader's figures on it.
+
+`load_gold` joins data/gold/answers.jsonl (sampled by data/make_gold.py) with
+data/gold/labels.jsonl (written by hand, data/gold/LABEL_SCHEME.md) by id, after checking both
+whole files; any problem raises `prompts.DataError` naming the file, the 1-based line and the
+fix. `grader_figures` scores a grader's predictions against it: label and pushback accuracy,
+recall on false-premise corrections and on nonsense flags, the false-positive rate on control
+answers, each with its n and a Wilson 95% interval, and a label confusion matrix. The set is
+for measuring graders only: never train, tune or pick a threshold or checkpoint on it.
+
+    uv run python gold.py                          # counts per category x label and model
+    uv run python gold.py --predictions preds.jsonl --json   # a grader's figures
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import Counter
+
+from prompts import CATEGORIES, DataError, data_error
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
+LABELS_FILE = os.path.join(HERE, "data", "gold", "labels.jsonl")
+
+# label -> pushback (the answer disputes the premise or flags the prompt); order = display order.
+LABELS = {
+    "corrects_premise": True,
+    "flags_nonsense": True,
+    "asks_clarification": False,
+    "refuses": False,
+    "hedges": False,
+    "answers": False,
+    "broken": False,
+}
+CONDITIONS = ("plain", "scrutiny", "scrutiny_plus")
+# field -> (type test, what to write); answers.jsonl
+ANSWER_FIELDS = {
+    "id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "category": (lambda v: v in CATEGORIES, f"one of {', '.join(CATEGORIES)}"),
+    "prompt": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "answer": (lambda v: isinstance(v, str), "a string (may be empty)"),
+    "model": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "condition": (lambda v: v in CONDITIONS, f"one of {', '.join(CONDITIONS)}"),
+    "temperature": (
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v >= 0,
+        "a number >= 0",
+    ),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "finished": (lambda v: isinstance(v, bool), "true or false"),
+    "prompt_id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+}
+LABEL_FIELDS = {
+    "id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "label": (lambda v: v in LABELS, f"one of {', '.join(LABELS)}"),
+    "pushback": (lambda v: isinstance(v, bool), "true or false"),
+    "engages": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
+    "reason": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty one-line string"),
+}
+
+
+def _read_lines(path) -> list[str]:
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found; check the path", path=path)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
+    return lines
+
+
+def _parse(path, fields: dict) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:
+    """[(line, record)] of the lines whose fields are all present and well-typed, and the
+    problems [(line, message)] of the others; duplicate ids are problems too."""
+    records, errors, first = [], [], {}
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            errors.append((n, "blank line; remove it (one JSON object per line)"))
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append((n, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
+            continue
+        if not isinstance(rec, dict):
+            errors.append((n, f"expected a JSON object, got {type(rec).__name__}"))
+            continue
+        problems = [
+            f"missing field {k!r}; every line needs {', '.join(fields)}"
+            for k in fields
+            if k not in rec
+        ]
+        extra = sorted(set(rec) - set(fields))
+        if extra:
+            problems.append(
+                f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(fields)}"
+            )
+        for k, (ok, what) in fields.items():
+            if k in rec and not ok(rec[k]):
+                problems.append(f"field {k!r} is {rec[k]!r}; it must be {what}")
+        if not problems and rec["id"] in first:
+            problems.append(
+                f"duplicate id {rec['id']!r} (first on line {first[rec['id']]}); "
+                "make it unique or delete one"
+            )
+        if problems:
+            errors.extend((n, p) for p in problems)
+        else:
+            first[rec["id"]] = n
+            records.append((n, rec))
+    return records, errors
+
+
+def _label_problems(label: dict, category: str) -> list[str]:
+    problems = []
+    expected = LABELS[label["label"]]
+    if label["pushback"] != expected:
+        problems.append(
+            f"pushback is {str(label['pushback']).lower()} but label "
+            f"{label['label']!r} means {str(expected).lower()}; fix one of them"
+        )
+    if category == "curiosity" and label["engages"] is None:
+        problems.append("engages is null on a curiosity answer; write true or false")
+    if category != "curiosity" and label["engages"] is not None:
+        problems.append(
+            f"engages is set on a {category} answer; it is only for curiosity answers, write null"
+        )
+    if "\n" in label["reason"]:
+        problems.append("reason spans several lines; keep it to one")
+    return problems
+
+
+def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE) -> list[dict]:
+    """The labelled answers, in answers-file order: each answer's fields plus label, pushback,
+    engages and reason. Both files are checked whole first; DataError (answers file first)."""
+    answers, a_err = _parse(answers_path, ANSWER_FIELDS)
+    labels, l_err = _parse(labels_path, LABEL_FIELDS)
+    by_id = {rec["id"]: (n, rec) for n, rec in answers}
+    labelled = {rec["id"] for _, rec in labels}
+    for n, lab in labels:
+        if lab["id"] not in by_id:
+            l_err.append(
+                (
+                    n,
+                    f"id {lab['id']!r} is not in {os.fspath(answers_path)}; "
+                    "fix the id or delete the line",
+                )
+            )
+        else:
+            l_err.extend((n, p) for p in _label_problems(lab, by_id[lab["id"]][1]["category"]))
+    for n, rec in answers:  # unless a bad label line may be the missing one
+        if rec["id"] not in labelled and not l_err:
+            a_err.append(
+                (
+                    n,
+                    f"answer {rec['id']!r} has no label in {os.fspath(labels_path)}; "
+                    "label it (every answer is labelled)",
+                )
+            )
+    for path, errors in ((answers_path, a_err), (labels_path, l_err)):
+        if errors:
+            raise data_error(os.fspath(path), sorted(errors, key=lambda e: e[0]))
+    label_of = {rec["id"]: rec for _, rec in labels}
+    return [
+        {**rec, **{k: label_of[rec["id"]][k] for k in LABEL_FIELDS if k != "id"}}
+        for _, rec in answers
+    ]
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float] | None:
+    """The Wilson score interval for k successes in n trials (95% by default); None if n == 0."""
+    if n == 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"wilson needs 0 <= k <= n, got k={k}, n={n}")
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def rate(k: int, n: int) -> dict:
+    """{"value", "k", "n", "ci95"}: value and interval are None when n is 0."""
+    return {"value": k / n if n else None, "k": k, "n": n, "ci95": wilson(k, n)}
+
+
+def _check_predictions(gold: list[dict], predicted: list[dict]) -> dict:
+    """{id: (label or None, pushback)}; ValueError when ids differ from the gold set's or a
+    prediction is malformed."""
+    out = {}
+    for i, p in enumerate(predicted):
+        pid, label = p.get("id"), p.get("label")
+        if pid in out:
+            raise ValueError(f"prediction {i}: duplicate id {pid!r}; one prediction per answer")
+        if label is not None and label not in LABELS:
+            raise ValueError(
+                f"prediction {i} ({pid}): label {label!r} is not one of {', '.join(LABELS)}"
+            )
+        push = p.get("pushback", LABELS[label] if label is not None else None)
+        if not isinstance(push, bool):
+            raise ValueError(
+                f"prediction {i} ({pid}): pushback must be true or false "
+                "(or give a label it follows from)"
+            )
+        out[pid] = (label, push)
+    want = {g["id"] for g in gold}
+    if set(out) != want:
+        missing, extra = sorted(want - set(out)), sorted(set(out) - want)
+        raise ValueError(
+            f"predictions must cover the gold ids exactly: {len(missing)} missing "
+            f"{missing[:5]}, {len(extra)} unknown {extra[:5]}"
+        )
+    return out
+
+
+def grader_figures(gold: list[dict], predicted: list[dict]) -> dict:
+    """A grader's figures on the gold set. `predicted`: one {"id", "label", "pushback"} per gold
+    answer (label may be None for a pushback-only grader; pushback defaults to the label's)."""
+    pred = _check_predictions(gold, predicted)
+
+    def count(rows, hit):
+        return rate(sum(1 for g in rows if hit(g, *pred[g["id"]])), len(rows))
+
+    labelled = [g for g in gold if pred[g["id"]][0] is not None]
+    confusion = {gl: dict.fromkeys(LABELS, 0) for gl in LABELS}
+    for g in labelled:
+        confusion[g["label"]][pred[g["id"]][0]] += 1
+    fp_corr = [
+        g for g in gold if g["category"] == "false_premise" and g["label"] == "corrects_premise"
+    ]
+    ns_flag = [g for g in gold if g["category"] == "nonsense" and g["label"] == "flags_nonsense"]
+    ctl_ok = [g for g in gold if g["category"] == "control" and not g["pushback"]]
+    return {
+        "label_accuracy": count(labelled, lambda g, lab, _: lab == g["label"]),
+        "pushback_accuracy": count(gold, lambda g, _, push: push == g["pushback"]),
+        "false_premise_correction_recall": count(fp_corr, lambda g, _, push: push),
+        "nonsense_flag_recall": count(ns_flag, lambda g, _, push: push),
+        "control_false_positive_rate": count(ctl_ok, lambda g, _, push: push),
+        "confusion": confusion,  # gold label -> predicted label -> count
+    }
+
+
+def counts(gold: list[dict]) -> dict:
+    """Numbers for the data card: answers per category x label, per model x category, per
+    condition x category x pushback, and curiosity answers that engage."""
+    return {
+        "answers": len(gold),
+        "category_label": Counter(f"{g['category']}/{g['label']}" for g in gold),
+        "model_category": Counter(f"{g['model']}/{g['category']}" for g in gold),
+        "condition_category_pushback": Counter(
+            f"{g['condition']}/{g['category']}/{'pushback' if g['pushback'] else 'none'}"
+            for g in gold
+        ),
+        "curiosity_engages": Counter(
+            str(g["engages"]) for g in gold if g["category"] == "curiosity"
+        ),
+    }
+
+
+def _table(gold: list[dict]) -> str:
+    cats = [c for c in CATEGORIES if any(g["category"] == c for g in gold)]
+    rows = [["label", *cats, "all"]]
+    for lab in LABELS:
+        n = [sum(1 for g in gold if g["label"] == lab and g["category"] == c) for c in cats]
+        rows.append([lab, *map(str, n), str(sum(n))])
+    rows.append(
+        ["all", *[str(sum(g["category"] == c for g in gold)) for c in cats], str(len(gold))]
+    )
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description="Check the gold set; score a grader's predictions.")
+    p.add_argument("--answers", default=ANSWERS)
+    p.add_argument("--labels", default=LABELS_FILE)
+    p.add_argument("--predictions", help='JSONL of {"id", "label", "pushback"} per gold answer')
+    p.add_argument("--json", action="store_true", help="print JSON")
+    a = p.parse_args(argv)
+    try:
+        gold = load_gold(a.answers, a.labels)
+        if a.predictions:
+            with open(a.predictions, encoding="utf-8") as f:
+                preds = [json.loads(line) for line in f if line.strip()]
+            out = grader_figures(gold, preds)
+        else:
+            out = counts(gold)
+    except (DataError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if a.json or a.predictions:
+        print(json.dumps(out, indent=1))
+    else:
+        print(_table(gold))
+        for k in ("model_category", "condition_category_pushback", "curiosity_engages"):
+            print(f"\n{k}:")
+            for key, n in sorted(out[k].items()):
+                print(f"  {key}: {n}")
+
+
+if __name__ == "__main__":
+    main()
