@@ -48,19 +48,23 @@ def _fmt(v) -> str:
 
 
 def _table(result: dict, cat: str) -> list[str]:
+    """Each figure as value [95% interval]; later models add their paired difference from the
+    base, * when its interval excludes 0, n.s. when it contains 0 (evaluate.cell)."""
+    from evaluate import cell
+
     models = result["models"]
-    base = result["results"][models[0]][cat]
-    head = ["| metric | " + " | ".join(short(m) for m in models) + " |"]
+    n = result["results"][models[0]][cat]["n_prompts"]
+    head = [f"n = {n} prompts. Value [95% interval]; (difference from the base: * its interval "
+            "excludes 0, n.s. contains 0).", ""]  # fmt: skip
+    head.append("| metric | " + " | ".join(short(m) for m in models) + " |")
     head.append("|---" * (len(models) + 1) + "|")
     rows = []
     for key in _metrics(result):
         cells = []
         for m in models:
-            v = result["results"][m][cat].get(key)
-            cell = _fmt(v)
-            if m != models[0] and isinstance(v, float) and isinstance(base.get(key), float):
-                cell += f" ({v - base[key]:+.3f})"
-            cells.append(cell)
+            fig = result["figures"][m][cat].get(key)
+            diff = result["vs_base"].get(m, {}).get(cat, {}).get(key)
+            cells.append(cell(fig, diff) if fig else _fmt(result["results"][m][cat].get(key)))
         rows.append(f"| {key} | " + " | ".join(cells) + " |")
     return head + rows
 
@@ -79,8 +83,17 @@ def _chart(result: dict, key: str, path: Path) -> bool:
     ax = fig.subplots()
     width = 0.8 / len(models)
     x = np.arange(len(cats))
-    for i, m in enumerate(models):
-        ax.bar(x + i * width - 0.4 + width / 2, values[i], width, label=short(m))
+    for i, m in enumerate(models):  # error bars: each figure's 95% interval
+        figs = [result["figures"][m][c].get(key) or {} for c in cats]
+        err = np.array(
+            [
+                [v - f["ci95"][0], f["ci95"][1] - v] if f.get("ci95") else [0.0, 0.0]
+                for v, f in zip(values[i], figs, strict=True)
+            ]  # fmt: skip
+        ).T
+        err = np.where(np.isfinite(err), np.maximum(err, 0.0), 0.0)
+        ax.bar(x + i * width - 0.4 + width / 2, values[i], width, yerr=err, capsize=2,
+               label=short(m))  # fmt: skip
     ax.set_xticks(x, cats)
     ax.set_title(key)
     ax.grid(axis="y", alpha=0.3)

@@ -31,6 +31,7 @@ from tqdm import tqdm
 import diversity
 import kernels
 import rewards
+import stats
 import tasks
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError
@@ -157,7 +158,7 @@ def model_fingerprint(ref: str) -> str:
 
     path = Path(ref) if Path(ref).exists() else resolve(ref)
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
-    stats = [
+    listing = [
         (
             str(f.relative_to(path) if path.is_dir() else f.name),
             f.stat().st_size,
@@ -166,7 +167,7 @@ def model_fingerprint(ref: str) -> str:
         for f in files
         if f.is_file()
     ]
-    return hashlib.sha256(json.dumps([str(path), stats]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([str(path), listing]).encode()).hexdigest()[:16]
 
 
 class Cache:
@@ -295,9 +296,34 @@ def _mean(values) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def summarize(records, answers: dict, extra: dict) -> dict:
-    """Per category and overall: means of every per-record figure plus lengths and diversity."""
-    out = {}
+def per_record(answers: dict) -> dict:
+    """Figures of each record's answers (mean over its samples): {key: [per record]}, the unit
+    the intervals resample (knowledge/evaluation.md, "Uncertainty")."""
+    out = {k: [] for k in ("length_words_mean", "length_tokens_mean", "truncation_rate",
+                           "lexical_pushback_rate", "repetition")}  # fmt: skip
+    for texts, toks, fin in zip(
+        answers["texts"], answers["tokens"], answers["finished"], strict=True
+    ):
+        out["length_words_mean"].append(float(np.mean([len(diversity.words(t)) for t in texts])))
+        out["length_tokens_mean"].append(float(np.mean(toks)))
+        out["truncation_rate"].append(1.0 - float(np.mean(fin)))
+        out["lexical_pushback_rate"].append(float(np.mean([pushes_back(t) for t in texts])))
+        out["repetition"].append(float(np.mean([diversity.repetition_rate(t) for t in texts])))
+    if all(len(t) > 1 for t in answers["texts"]):
+        out["self_similarity"] = [diversity.self_similarity(t) for t in answers["texts"]]
+    return out
+
+
+# Figures computed over a category's whole set of answers (no per-prompt value to resample):
+# printed without an interval, marked as such in the JSON.
+SET_LEVEL = ("distinct_1", "distinct_2", "cross_prompt_similarity", "unique_fraction")
+
+
+def summarize(records, answers: dict, extra: dict) -> tuple[dict, dict]:
+    """Per category and overall: means of every per-record figure plus lengths and diversity,
+    and each figure with its n and 95% interval over the category's prompts (stats.figure)."""
+    out, figs = {}, {}
+    rows = per_record(answers) | extra
     cats = [c for c in CATEGORIES if any(r["category"] == c for r in records)]
     for cat in [*cats, "overall"]:
         idx = [i for i, r in enumerate(records) if cat == "overall" or r["category"] == cat]
@@ -315,9 +341,45 @@ def summarize(records, answers: dict, extra: dict) -> dict:
             "lexical_pushback_rate": float(np.mean([pushes_back(t) for t in flat])),
             **diversity.summary(texts),
         }
-        for key, per_record in extra.items():
-            m[key] = _mean([per_record[i] for i in idx])
-        out[cat] = m
+        for key, values in extra.items():
+            m[key] = _mean([values[i] for i in idx])
+        f = {}
+        for key, values in rows.items():
+            sub = [np.nan if values[i] is None else values[i] for i in idx]
+            f[key] = stats.figure(sub) | {"n_unit": "prompts"}
+        lo, hi = stats.bootstrap_stat(words, np.median) if words else (None, None)
+        f["length_words_median"] = {"value": m["length_words_median"], "n": len(words),
+                                    "ci95": None if lo is None else [lo, hi],
+                                    "ci_method": "bootstrap", "n_unit": "answers"}  # fmt: skip
+        for key in SET_LEVEL:
+            f[key] = {"value": _finite(m[key]), "n": len(flat), "ci95": None,
+                      "ci_method": None, "n_unit": "answers (set-level: no interval)"}  # fmt: skip
+        out[cat], figs[cat] = m, f
+    return out, figs
+
+
+def _finite(x):
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
+    """{model: {category: {key: stats.paired_diff}}} of each later model against the base,
+    paired by prompt (every model answers the same records)."""
+    cats = [c for c in CATEGORIES if any(r["category"] == c for r in records)]
+    out = {}
+    for ref, vals in rows.items():
+        if ref == base:
+            continue
+        out[ref] = {}
+        for cat in [*cats, "overall"]:
+            idx = [i for i, r in enumerate(records) if cat == "overall" or r["category"] == cat]
+            out[ref][cat] = {}
+            for key, values in vals.items():
+                if key not in rows[base]:
+                    continue
+                a = [np.nan if rows[base][key][i] is None else rows[base][key][i] for i in idx]
+                b = [np.nan if values[i] is None else values[i] for i in idx]
+                out[ref][cat][key] = stats.paired_diff(a, b)
     return out
 
 
@@ -398,8 +460,11 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                 kl = [_mean(x) for x in per_answer_kl(gwen, base, records, answers["texts"])]
                 cache.put(kkey, kl)
             extra["kl_to_base"] = kl
+        by_category, figures = summarize(records, answers, extra)
         results[ref] = {
-            "by_category": summarize(records, answers, extra),
+            "by_category": by_category,
+            "figures": figures,
+            "rows": per_record(answers) | extra,
             "answers": answers["texts"],
         }
     return {
@@ -415,6 +480,12 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         if classifier is None
         else {"path": cfg.pushback_model, **classifier.accuracy},
         "results": {ref: res["by_category"] for ref, res in results.items()},
+        # every figure with its n and 95% interval; later models' paired differences from the
+        # base (knowledge/evaluation.md, "Uncertainty")
+        "figures": {ref: res["figures"] for ref, res in results.items()},
+        "vs_base": compare_to_base(
+            records, {ref: res["rows"] for ref, res in results.items()}, base_ref
+        ),
         "answers": {ref: res["answers"] for ref, res in results.items()},
     }
 
@@ -430,10 +501,42 @@ HEADLINE = (
 )
 
 
+def no_nan(x):
+    """`x` with every non-finite float replaced by None (JSON has no NaN)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: no_nan(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [no_nan(v) for v in x]
+    return x
+
+
+def to_json(result: dict) -> str:
+    return json.dumps(no_nan(result), allow_nan=False)
+
+
+def cell(fig: dict | None, diff: dict | None) -> str:
+    """'0.42 [0.30,0.55]' for a figure; a later model's adds its difference from the base,
+    '+0.10*' when its 95% interval excludes 0 and '+0.02 n.s.' when it contains 0."""
+    if not fig or fig.get("value") is None:
+        return "-"
+    text = f"{fig['value']:.3g}"
+    if fig.get("ci95"):
+        lo, hi = fig["ci95"]
+        text += f" [{lo:.2g},{hi:.2g}]"
+    if diff and diff.get("diff") is not None:
+        text += f" {diff['diff']:+.2g}{' n.s.' if diff['contains_zero'] else '*'}"
+    return text
+
+
 def table(result: dict) -> str:
-    """A plain-text table per category: metric rows, one column per model."""
+    """A plain-text table per category: metric rows, one column per model; each figure with
+    its 95% interval, n in the category header (prompts), later models' difference from the
+    base marked `*` (interval excludes 0) or `n.s.` (contains 0)."""
     models = result["models"]
     names = [Path(m).name if "/" in m else m for m in models]
+    figures, vs = result["figures"], result.get("vs_base", {})
     lines = []
     clf = result.get("pushback_classifier")
     if clf:
@@ -441,15 +544,19 @@ def table(result: dict) -> str:
             f"pushback classifier {clf['path']}: accuracy {clf['test_accuracy']:.3f} on "
             f"{clf['n_test']} labelled test answers ({clf['labels']})"
         )
+    lines.append("value [95% interval]; later models: difference from the first, * = interval "
+                 "excludes 0, n.s. = contains 0")  # fmt: skip
+    width = 34
     for cat in result["results"][models[0]]:
         rows = [k for k in result["results"][models[0]][cat] if k.startswith("reward/")]
         rows += [k for k in HEADLINE if k in result["results"][models[0]][cat]]
-        lines.append(f"\n[{cat}] n={result['results'][models[0]][cat]['n_prompts']}")
-        lines.append(f"{'metric':<42}" + "".join(f"{n[:18]:>20}" for n in names))
+        lines.append(f"\n[{cat}] n={result['results'][models[0]][cat]['n_prompts']} prompts")
+        lines.append(f"{'metric':<36}" + "".join(f"{n[: width - 2]:>{width}}" for n in names))
         for key in rows:
-            vals = [result["results"][m][cat].get(key) for m in models]
-            cells = "".join(f"{'-' if v is None else f'{v:.4g}':>20}" for v in vals)
-            lines.append(f"{key[:42]:<42}{cells}")
+            cells = [
+                cell(figures[m][cat].get(key), vs.get(m, {}).get(cat, {}).get(key)) for m in models
+            ]
+            lines.append(f"{key[:36]:<36}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
@@ -543,7 +650,7 @@ def main(argv=None) -> int:
 
         print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
     if a.json:
-        print(json.dumps({k: v for k, v in result.items() if k != "answers"}))
+        print(to_json({k: v for k, v in result.items() if k != "answers"}))
     else:
         print(table(result))
     return 0

@@ -14,12 +14,12 @@ for measuring graders only: never train, tune or pick a threshold or checkpoint 
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections import Counter
 
 from prompts import CATEGORIES, DataError, data_error
+from stats import wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
@@ -170,22 +170,9 @@ def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE) -> list[dict]:
     ]
 
 
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float] | None:
-    """The Wilson score interval for k successes in n trials (95% by default); None if n == 0."""
-    if n == 0:
-        return None
-    if not 0 <= k <= n:
-        raise ValueError(f"wilson needs 0 <= k <= n, got k={k}, n={n}")
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def rate(k: int, n: int) -> dict:
     """{"value", "k", "n", "ci95"}: value and interval are None when n is 0."""
-    return {"value": k / n if n else None, "k": k, "n": n, "ci95": wilson(k, n)}
+    return {"value": k / n if n else None, "k": k, "n": n, "ci95": wilson(k, n) if n else None}
 
 
 def _check_predictions(gold: list[dict], predicted: list[dict]) -> dict:

@@ -456,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, help="prompts sampled and read per batch")
     p.add_argument("--pairs", default="data/rm_pairs.jsonl", help="preference pairs (RM)")
     p.add_argument("--split", default="test", help="train | val | test | all (RM pairs)")
+    p.add_argument("--pair-limit", type=int, help="score only the split's first N pairs (RM)")
     p.add_argument(
         "--speed-batch", type=int, default=4, help="prompts / pairs in the timed job (default: 4)"
     )
@@ -495,6 +496,10 @@ def check_args(a) -> tuple[Path, list[dict]]:
                 "`uv run python train_rm.py --out PATH`"
             )
         records = select_pairs(load_pairs(a.pairs), a.split, a.pairs)
+        if a.pair_limit is not None:
+            if a.pair_limit < 1:
+                raise ValueError(f"--pair-limit {a.pair_limit}: must be >= 1")
+            records = records[: a.pair_limit]
     out = Path(a.out) if a.out else default_out(a.model or a.reward_model, a.bits, a.group_size)
     if out.resolve() == source.resolve() or out.resolve() in source.resolve().parents:
         raise ValueError(f"--out {out} would overwrite the source {source}: choose another")

@@ -75,6 +75,7 @@ class RMTrainConfig:
     max_response_tokens: int = _f(224, "response tokens kept (its start)")
     use_category: bool = _f(True, "tell the model the prompt's data-set category")
     eval_every: int = _f(25, "validation accuracy every N steps (and at the end)")
+    val_limit: int | None = _f(None, "validate on the val split's first N records (default: all)")
     seed: int = _f(0, "seed for data order and LoRA init")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
     tensorboard: bool = _f(True, "TensorBoard events in WORK/tb (tensorboard --logdir runs)")
@@ -83,6 +84,8 @@ class RMTrainConfig:
         for name in ("steps", "batch_pairs", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.val_limit is not None and self.val_limit < 1:
+            raise ValueError(f"val_limit={self.val_limit} must be >= 1 (or left out: all)")
         if not self.lr > 0 or self.warmup_steps < 0 or self.center_coef < 0:
             raise ValueError("lr must be > 0; warmup_steps and center_coef >= 0")
 
@@ -217,7 +220,8 @@ def load_data(cfg, rm) -> tuple[dict, object, object]:
     if not splits["train"]:
         raise DataError(f"{cfg.data_path()}: no record has split 'train'; nothing to train on")
     counts = {k: len(v) for k, v in splits.items()}
-    return counts, make(splits["train"]), make(splits["val"])
+    val = splits["val"] if cfg.val_limit is None else splits["val"][: cfg.val_limit]
+    return counts, make(splits["train"]), make(val)
 
 
 class Trainer:

@@ -24,7 +24,7 @@ def test_summarize_hand_made_answers():
         "finished": [[True], [False, True]],
     }
     extra = {"pushback_rate": [1.0, 0.0], "reward/x": [0.2, None]}
-    got = evaluate.summarize(RECORDS, answers, extra)
+    got, figs = evaluate.summarize(RECORDS, answers, extra)
     fp, ctl, overall = got["false_premise"], got["control"], got["overall"]
     assert fp["lexical_pushback_rate"] == 1.0 and ctl["lexical_pushback_rate"] == 0.0
     assert ctl["length_words_median"] == 4.0  # 5 and 3 words
@@ -33,6 +33,13 @@ def test_summarize_hand_made_answers():
     assert ctl["repetition"] == pytest.approx(1 / 3)
     assert ctl["self_similarity"] == pytest.approx(1 / 3)  # {yes} vs {yes, it, is}
     assert overall["pushback_rate"] == 0.5 and overall["reward/x"] == 0.2  # None left out
+    # intervals over prompts: 1 of 2 prompts pushes back -> Wilson(1, 2); reward/x has one value
+    p = figs["overall"]["pushback_rate"]
+    assert p["n"] == 2 and p["ci_method"] == "wilson"
+    assert p["ci95"] == pytest.approx([0.0945, 0.9055], abs=1e-4)
+    assert figs["overall"]["reward/x"]["n"] == 1  # the None record is not counted
+    assert figs["control"]["truncation_rate"]["value"] == 0.5  # per prompt: its mean over samples
+    assert figs["control"]["length_words_median"]["n"] == 2  # over answers
 
 
 class FakeClassifierModel:
@@ -162,18 +169,37 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
         "--json",
     ]
     assert evaluate.main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
+    out_text = capsys.readouterr().out
+    result = json.loads(out_text)
     for ref in (str(base), str(other)):
         cats = result["results"][ref]
         assert set(cats) == {"nonsense", "curiosity", "control", "overall"}
         assert cats["control"]["n_prompts"] == 2 and "reward/happy" in cats["control"]
     assert "kl_to_base" not in result["results"][str(base)]["overall"]
     assert result["results"][str(other)]["overall"]["kl_to_base"] > 0
-    assert (tmp_path / "report" / "report.md").read_text().count("### Sample answers") == 3
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.count("### Sample answers") == 3 and "95% interval" in report
+    # every per-prompt figure carries its n and interval; the second model its paired difference
+    for ref in (str(base), str(other)):
+        for cat, figs in result["figures"][ref].items():
+            n = result["results"][ref][cat]["n_prompts"]
+            for key in ("reward/happy", "lexical_pushback_rate", "truncation_rate", "repetition"):
+                f = figs[key]
+                assert f["n"] == n and f["n_unit"] == "prompts", (key, f)
+                assert f["ci95"][0] <= f["value"] <= f["ci95"][1], (key, f)
+            assert figs["distinct_2"]["ci95"] is None  # set-level: no interval, said so
+    assert str(base) not in result["vs_base"]
+    diff = result["vs_base"][str(other)]["overall"]["reward/happy"]
+    base_all = result["results"][str(base)]["overall"]["reward/happy"]
+    other_all = result["results"][str(other)]["overall"]["reward/happy"]
+    assert diff["diff"] == pytest.approx(other_all - base_all) and diff["n"] == 4
+    assert isinstance(diff["contains_zero"], bool)
+    assert "NaN" not in out_text and "Infinity" not in out_text
     monkeypatch.setattr(evaluate, "generate", lambda *a: pytest.fail("cache missed"))
     monkeypatch.setattr(evaluate, "per_answer_kl", lambda *a: pytest.fail("cache missed"))
     assert evaluate.main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["results"] == result["results"]
+    again = json.loads(capsys.readouterr().out)
+    assert again["results"] == result["results"] and again["figures"] == result["figures"]
 
 
 def test_kl_to_a_model_with_another_vocabulary_is_refused(tmp_path):
@@ -185,3 +211,14 @@ def test_kl_to_a_model_with_another_vocabulary_is_refused(tmp_path):
     b = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
     with pytest.raises(ValueError, match="vocabularies"):
         evaluate.per_answer_kl(a, b, RECORDS[:1], [["t5 t6"]])
+
+
+def test_table_marks_differences_whose_interval_contains_zero():
+    fig = {"value": 0.5, "n": 60, "ci95": [0.38, 0.62]}
+    assert evaluate.cell(fig, None) == "0.5 [0.38,0.62]"
+    assert evaluate.cell(fig, {"diff": 0.2, "contains_zero": False}).endswith("+0.2*")
+    assert evaluate.cell(fig, {"diff": -0.03, "contains_zero": True}).endswith("-0.03 n.s.")
+    assert evaluate.cell({"value": None}, None) == "-"
+    assert evaluate.to_json({"a": float("nan"), "b": [1.0, float("inf")]}) == (
+        '{"a": null, "b": [1.0, null]}'
+    )

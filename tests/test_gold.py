@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_gold, wilson
+from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_gold
 from prompts import CATEGORIES, DataError, load_prompts
+from stats import wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,13 +141,6 @@ def test_curiosity_answer_needs_engages(tmp_path):
 
 
 # ---- figures -------------------------------------------------------------------------------
-
-
-def test_wilson_known_values():
-    lo, hi = wilson(8, 10)
-    assert lo == pytest.approx(0.4902, abs=5e-5) and hi == pytest.approx(0.9433, abs=5e-5)
-    assert wilson(0, 0) is None
-    assert wilson(0, 5)[0] == 0.0 and wilson(5, 5)[1] == 1.0
 
 
 def tiny_gold():
