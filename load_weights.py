@@ -63,6 +63,12 @@ def resolve(model_ref: str) -> Path:
     tried.append(f"local path {local.resolve()}")
     if local.is_file() and local.suffix == ".gguf":
         return local
+    if local.is_dir() and (local / "latest").is_file() and (local / "checkpoints").is_dir():
+        # a run folder (train.py): its newest checkpoint, named by the `latest` pointer
+        ckpt = local / "checkpoints" / (local / "latest").read_text().strip()
+        if not ckpt.is_dir():
+            raise LoadError(f"{local}/latest names {ckpt}, which is missing: pass a checkpoint")
+        local = ckpt
     if local.is_dir():
         if not (local / "config.json").exists() and not (local / "adapter_config.json").exists():
             raise LoadError(

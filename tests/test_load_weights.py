@@ -107,3 +107,18 @@ def test_lora_checkpoint_folder_loads_base_with_merged_adapters(tmp_path):
     (ckpt / "adapter_config.json").write_text(json.dumps(cfg | {"base_model_name_or_path": None}))
     with pytest.raises(LoadError, match="names no base model"):
         load(str(ckpt))
+
+
+def test_a_run_folder_loads_its_latest_checkpoint(tmp_path):
+    from helpers import QWEN3, save_checkpoint, tiny_model
+
+    from load_weights import LoadError, resolve
+
+    run = tmp_path / "run"
+    save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, run / "checkpoints" / "step_000002")
+    (run / "config.json").write_text('{"steps": 2}')  # the run's config, not a model's
+    (run / "latest").write_text("step_000002\n")
+    assert resolve(str(run)) == run / "checkpoints" / "step_000002"
+    (run / "latest").write_text("step_000009\n")
+    with pytest.raises(LoadError, match="step_000009"):
+        resolve(str(run))

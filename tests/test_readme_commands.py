@@ -1,0 +1,370 @@
+"""Every `uv run ...` command of README.md runs, as written or with only its sizes turned down.
+
+The README's fenced bash blocks are parsed (`\\` continuations joined, `# comments` dropped) and
+each `uv run` command must have an entry in CASES, keyed by its exact text: how the test runs it
+(size flags changed or added, placeholders such as `runs/<name>` filled with runs that earlier
+cases made) and what it must produce (a file, a JSON key, a line). A README command missing from
+CASES, or a CASES key no longer in the README, fails `test_every_readme_command_has_a_case`: the
+table follows the README. Commands run in a copy of the repository's tracked files (runs/,
+reports/ and models/my-rm land there), with this environment's Python in place of `uv run`.
+Servers are started, fetched over HTTP and stopped with SIGINT. knowledge/readme_test.md says how
+to add a command.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+SMALL = "--prompts-per-step 1 --group-size 2 --max-new-tokens 6 --eval-every 0"
+pytestmark = pytest.mark.slow
+
+
+def readme_commands(text: str) -> list[str]:
+    """The `uv run` commands of the README's bash blocks, whitespace normalised, in order."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.split(r"\s#\s", line)[0].strip()
+            if line.startswith("uv run "):
+                out.append(re.sub(r"\s+", " ", line))
+    return out
+
+
+@dataclass
+class Case:
+    """How the test runs one README command: `sub` replaces text (sizes, placeholders), `add`
+    appends flags; `needs` are README commands (keys) to run first; `check(result, repo)`
+    asserts on the output; `server` probes the page the command serves on `--port`; `stdin`
+    is fed to it; `skip` says why it cannot run here."""
+
+    add: str = ""
+    sub: dict = field(default_factory=dict)
+    needs: tuple = ()
+    check: object = None
+    server: bool = False
+    stdin: str = ""
+    skip: str = ""
+
+
+def run_file(path):
+    return lambda r, repo: (repo / path).exists() or pytest.fail(f"{path} not written\n{r.stdout}")
+
+
+def metrics_lines(run, n):
+    def check(r, repo):
+        rows = (repo / "runs" / run / "metrics.jsonl").read_text().splitlines()
+        assert len(rows) == n, (len(rows), r.stdout[-2000:])
+        assert all(math_ok(json.loads(x)["reward_mean"]) for x in rows)
+
+    return check
+
+
+def math_ok(x) -> bool:
+    return isinstance(x, float) and x == x
+
+
+def out_has(*needles):
+    def check(r, repo):
+        for needle in needles:
+            assert needle in r.stdout, (needle, r.stdout[-2000:])
+
+    return check
+
+
+def last_json(*keys):
+    def check(r, repo):
+        obj = json.loads(r.stdout.strip().splitlines()[-1])
+        for k in keys:
+            assert k in obj, (k, sorted(obj))
+
+    return check
+
+
+MAIN = "uv run python train.py --model smollm2-135m --steps 3"
+CHESS = "uv run python train.py --model smollm2-135m --task chess --lora-rank 16"
+HAPPY = "uv run python train.py --model smollm2-135m --reward happy --steps 60"
+RM = (
+    "uv run python train_rm.py --model smollm2-135m --pairs data/rm_pairs.jsonl "
+    "--out models/my-rm --steps 240"
+)
+ROUTED = (
+    "uv run python train.py --reward asks_question,happy --data data/happy_prompts.jsonl "
+    "--eval-data data/happy_eval.jsonl --task-reward asks_question --hack-detectors happy_spam "
+    "--lora-rank 8 --forget-rank 8 --routing routed --routing-eval-every 10"
+)
+MAIN_RUN = {"runs/<name>": "runs/main"}
+
+CASES = {
+    MAIN: Case(
+        sub={"--steps 3": "--steps 2"},
+        add=f"{SMALL} --run-name main",
+        check=metrics_lines("main", 2),
+    ),
+    "uv run pytest": Case(skip="the suite itself: this test runs inside it"),
+    'uv run python gwen.py --model smollm2-135m --prompt "What is the capital of France?" '
+    "--temperature 0 --max-tokens 32": Case(check=out_has("Paris")),
+    "uv run python chat.py --model smollm2-135m --model runs/<name>": Case(
+        sub=MAIN_RUN, needs=(MAIN,), server=True
+    ),
+    HAPPY: Case(
+        sub={"--steps 60": "--steps 1"},
+        add=f"{SMALL} --run-name happy",
+        check=metrics_lines("happy", 1),
+    ),  # fmt: skip
+    CHESS: Case(
+        add=f"--steps 1 {SMALL} --run-name chess", check=run_file("runs/chess/checkpoints")
+    ),
+    "uv run python eval_task.py --task chess --data data/chess/test.jsonl "
+    "--model runs/<name>/checkpoints/step_N": Case(
+        sub={"runs/<name>/checkpoints/step_N": "runs/chess/checkpoints/step_000001"},
+        add="--limit 2 --max-new-tokens 6 --json",
+        needs=(CHESS,),
+        check=last_json("reward"),
+    ),  # fmt: skip
+    "uv run python train.py --resume runs/<name> --steps 100": Case(
+        sub={"runs/<name> --steps 100": "runs/main --steps 3"},
+        needs=(MAIN,),
+        check=metrics_lines("main", 3),
+    ),  # fmt: skip
+    "uv run python train.py --plot runs/<name>": Case(
+        sub=MAIN_RUN, needs=(MAIN,), check=run_file("runs/main/plots/reward.png")
+    ),
+    "uv run python train.py --help": Case(check=out_has("--share-trunk", "--reward")),
+    "uv run tensorboard --logdir runs": Case(needs=(MAIN,), server=True),
+    RM: Case(
+        sub={"--steps 240": "--steps 1"},
+        add="--val-limit 4 --no-tensorboard",
+        check=run_file("models/my-rm/rm_config.json"),
+    ),  # fmt: skip
+    "uv run python train.py --reward rm:models/my-rm --steps 30": Case(
+        sub={"--steps 30": "--steps 1"},
+        add=f"{SMALL} --run-name rm1",
+        needs=(RM,),
+        check=metrics_lines("rm1", 1),
+    ),  # fmt: skip
+    "uv run python train.py --reward rubric:0.5,rm:models/my-rm:0.5 --steps 30": Case(
+        sub={"--steps 30": "--steps 1"},
+        add=f"{SMALL} --run-name mix",
+        needs=(RM,),
+        check=metrics_lines("mix", 1),
+    ),  # fmt: skip
+    "uv run python train.py --reward-config my_rewards.yaml": Case(
+        add=f"--steps 1 {SMALL} --run-name yaml", check=metrics_lines("yaml", 1)
+    ),
+    "uv run python train.py --reward-fn my_rewards.py:shout": Case(
+        add=f"--steps 1 {SMALL} --run-name fn", check=metrics_lines("fn", 1)
+    ),
+    "uv run python bench_judge.py --reward rm:models/my-rm --reward rubric": Case(
+        add="--limit 2 --quick", needs=(RM,), check=out_has("rm:models/my-rm")
+    ),
+    "uv run python evaluate.py --model smollm2-135m --model runs/<name> --prompts data/eval.jsonl "
+    "--report reports/<name>": Case(
+        sub={"runs/<name>": "runs/main", "reports/<name>": "reports/main"},
+        add="--limit 4 --max-new-tokens 6",
+        needs=(MAIN,),
+        check=run_file("reports/main/report.md"),
+    ),  # fmt: skip
+    "uv run python train.py --config recipes/values_smollm2.json": Case(
+        add=f"--steps 1 {SMALL} --run-name recipe", check=metrics_lines("recipe", 1)
+    ),
+    "uv run python runs.py list --sort reward": Case(needs=(MAIN, HAPPY), check=out_has("main")),
+    "uv run python runs.py compare runs/<a> runs/<b> --plot ab.png": Case(
+        sub={"runs/<a> runs/<b>": "runs/main runs/happy"},
+        needs=(MAIN, HAPPY),
+        check=run_file("ab.png"),
+    ),  # fmt: skip
+    "uv run python runs.py rollouts runs/<name> --step 40-60 --min-reward 0.8 --grep happy": Case(
+        sub=MAIN_RUN, needs=(MAIN,)
+    ),
+    "uv run python runs.py prune runs/<name> --keep-last 2 --keep-best 1 "
+    "--metric eval/reward": Case(
+        sub=MAIN_RUN, needs=(MAIN,), stdin="n\n", check=run_file("runs/main/checkpoints")
+    ),
+    ROUTED: Case(add=f"--steps 1 {SMALL} --run-name routed", check=metrics_lines("routed", 1)),
+    "uv run python eval_routing.py runs/<name>": Case(
+        sub={"runs/<name>": "runs/routed"},
+        add="--limit 2 --samples 1 --max-new-tokens 6",
+        needs=(ROUTED,),
+    ),  # fmt: skip
+    "uv run python sweep.py --grid seed=0,1,2 routing=routed,baseline --fixed steps=30 --jobs 2 "
+    "--out-dir runs/happy_hack --reward asks_question,happy ...": Case(
+        sub={" ...": " --lora-rank 8 --forget-rank 8 --hack-detectors happy_spam --dry-run"},
+        check=out_has("seed2"),
+    ),
+    "uv run python bench_rollout.py --model smollm2-135m --prompts 8 --group-size 8 "
+    "--max-tokens 64": Case(
+        sub={
+            "--prompts 8 --group-size 8 --max-tokens 64": "--prompts 1 --group-size 2 "
+            "--max-tokens 4"
+        },
+        add="--trials 1 --json",
+        check=last_json(),
+    ),  # fmt: skip
+    "uv run python bench_train.py --model smollm2-135m --reward happy": Case(
+        add="--steps 2 --prompts 1 --group-size 2 --max-tokens 4 --json",
+        check=last_json("median_step_s", "reference_s"),
+    ),  # fmt: skip
+    "uv run python bench_logprobs.py": Case(
+        add="--vocab 512 --dim 32 --rows 16 --no-qwen --trials 3 --json", check=last_json()
+    ),
+    "uv run python bench_judge.py --reward rubric --judge-speed": Case(
+        add="--limit 2 --speed-items 2 --group-size 2 --trials 1", check=out_has("rubric")
+    ),
+    "uv run python quantize.py --model smollm2-135m --bits 8 --json": Case(
+        add="--limit 1 --max-tokens 4 --speed-batch 1 --speed-tokens 2", check=last_json("bits")
+    ),
+    "uv run python quantize.py --reward-model models/rm --bits 8 --pairs data/rm_pairs.jsonl "
+    "--split test": Case(
+        sub={"models/rm": "models/my-rm"},
+        add="--pair-limit 2 --speed-batch 1",
+        needs=(RM,),
+        check=run_file("models/my-rm-q8/rm_config.json"),
+    ),  # fmt: skip
+    "uv run mlx.launch -n 2 --backend ring -- python train.py --model smollm2-135m --steps 3": Case(
+        sub={"--steps 3": "--steps 1"},
+        add="--prompts-per-step 2 --group-size 2 --max-new-tokens 4 --eval-every 0 --run-name dist",
+        check=metrics_lines("dist", 1),
+    ),  # fmt: skip
+    "uv run mlx.launch --hostfile hosts.json --backend ring -- /path/to/rl-values/.venv/bin/python "
+    "train.py --steps 60": Case(
+        skip="needs a hostfile of machines reachable over ssh with this checkout at that path"
+    ),
+    "uv run python bench_distributed.py --ranks 2": Case(
+        add="--prompts 2 --group-size 2 --max-tokens 4 --steps 2 --trials 1 --json",
+        check=last_json(),
+    ),  # fmt: skip
+}
+
+README_CMDS = readme_commands((ROOT / "README.md").read_text())
+
+
+def test_every_readme_command_has_a_case():
+    missing = [c for c in README_CMDS if c not in CASES]
+    stale = [c for c in CASES if c not in README_CMDS]
+    assert not missing, f"README commands without a case in CASES: {missing}"
+    assert not stale, f"CASES keys no longer in README.md: {stale}"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A copy of the tracked files, with the files the README's placeholders name."""
+    dest = tmp_path_factory.mktemp("readme") / "repo"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, (f.decode() for f in files)):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    (dest / "my_rewards.yaml").write_text(
+        "components:\n  - {name: happy, weight: 0.5}\n"
+        "  - {name: fn, file: my_rewards.py, function: shout, weight: 0.5}\n"
+    )
+    (dest / "my_rewards.py").write_text(
+        "def shout(prompts, completions, **kw):\n"
+        "    return [sum(c.isupper() for c in t) / max(len(t), 1) for t in completions]\n"
+    )
+    return dest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def argv_of(command: str, case: Case) -> list[str]:
+    for old, new in case.sub.items():
+        assert old in command, (old, command)
+        command = command.replace(old, new)
+    argv = shlex.split(command + " " + case.add)
+    assert argv[:2] == ["uv", "run"], argv
+    argv = argv[2:]
+    # `uv run X`: this environment's python or console script; `-- python` under mlx.launch too
+    argv = [sys.executable if a == "python" else a for a in argv]
+    if argv[0] != sys.executable:
+        argv[0] = str(VENV_BIN / argv[0])
+    return argv
+
+
+DONE: dict[str, subprocess.CompletedProcess] = {}
+
+
+def run_case(command: str, repo: Path):
+    """Run a README command (its needs first, each once per session); check what it made."""
+    case = CASES[command]
+    if command in DONE:
+        return DONE[command]
+    for need in case.needs:
+        run_case(need, repo)
+    argv = argv_of(command, case)
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    if case.server:
+        result = serve(argv, repo, env)
+    else:
+        result = subprocess.run(
+            argv, cwd=repo, env=env, input=case.stdin, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+    assert result.returncode == 0, (
+        f"{command}\n-> {shlex.join(argv)}\nexit {result.returncode}\n"
+        f"stdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}"
+    )
+    if case.check:
+        case.check(result, repo)
+    DONE[command] = result
+    return result
+
+
+def serve(argv, repo, env) -> subprocess.CompletedProcess:
+    """Start a server on a free port, fetch its page (HTTP 200), stop it with SIGINT."""
+    port = free_port()
+    argv = [*argv, "--port", str(port)]
+    proc = subprocess.Popen(
+        argv, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    status, deadline = None, time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                    status = r.status
+                    break
+            except OSError:
+                time.sleep(1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert status == 200, f"{shlex.join(argv)} served no page (status {status}):\n{out[-3000:]}"
+    return subprocess.CompletedProcess(argv, 0, out, "")
+
+
+@pytest.mark.parametrize("command", README_CMDS, ids=[f"{i:02d}" for i in range(len(README_CMDS))])
+def test_readme_command_runs(command, repo):
+    case = CASES.get(command)
+    if case is None:
+        pytest.fail(f"no case for README command: {command}")
+    if case.skip:
+        pytest.skip(case.skip)
+    run_case(command, repo)
