@@ -4,11 +4,13 @@ nonsense and scrutinizing claims, without making them contrarian, longer or dull
 `uv run python evaluate.py --model smollm2-135m --model runs/X/checkpoints/step_60 --prompts
 data/eval.jsonl` answers the prompts with every model (greedy, or K samples at a temperature, a
 seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a
-reward model), the pushback rate from a trained classifier (printed with its measured accuracy),
-answer length, diversity and degeneracy (diversity.py) and the per-token KL to the base model
-(the first --model) on the model's own answers. Answers and scores are cached under --cache-dir
-so a second report is instant; `--report DIR` writes Markdown with charts (eval_report.py),
-`--json` prints one object. `evaluate()` is the in-training hook (train.py). No training here.
+reward model), the pushback, broken and (curiosity) engagement rates from the grader (grade.py,
+printed with its figures on the gold set), answer length, diversity and degeneracy
+(diversity.py) and the per-token KL to the base model (the first --model) on the model's own
+answers; each with n and a 95% interval and, for later models, the paired difference from the
+base (stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
+`--report DIR` writes Markdown with charts (eval_report.py), `--json` prints one object.
+`evaluate()` is the in-training hook (train.py). No training here.
 """
 
 import argparse
@@ -34,7 +36,7 @@ import rewards
 import stats
 import tasks
 from gwen import Gwen, sequence_hidden
-from load_weights import LoadError
+from load_weights import LoadError, resolve
 from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
 from rewards import category_means
 
@@ -57,6 +59,7 @@ PUSHBACK_MARKERS = (
 )
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
+DEFAULT_GRADER = "models/grader-smollm2-135m"
 
 
 def pushes_back(text: str) -> bool:
@@ -117,7 +120,8 @@ class EvalConfig:
     max_new_tokens: int = 128
     rewards: list[str] = field(default_factory=lambda: ["rubric"])
     judge_model: str | None = None
-    pushback_model: str | None = DEFAULT_CLASSIFIER
+    grader: str | None = DEFAULT_GRADER
+    pushback_model: str | None = None  # the old classifier, as a second opinion
     pushback_labels: str = DEFAULT_LABELS
     kl: bool = True
     cache_dir: str = "runs/eval_cache"
@@ -273,6 +277,45 @@ class PushbackClassifier:
         return [1.0 / (1.0 + math.exp(-s)) for s in scores]
 
 
+def grade_answers(grader, records, texts) -> dict:
+    """Per record, the share of its answers the grader calls pushback, broken, and (curiosity
+    prompts) engaging: {"pushback_rate", "broken_rate", "engagement_rate": [per record]}."""
+    flat = [{"id": f"{i}-{j}", "category": r["category"], "prompt": r["prompt"], "answer": t}
+            for i, (r, ans) in enumerate(zip(records, texts, strict=True))
+            for j, t in enumerate(ans)]  # fmt: skip
+    graded = iter(grader.grade(flat))
+    out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": []}
+    for r, ans in zip(records, texts, strict=True):
+        g = [next(graded) for _ in ans]
+        out["pushback_rate"].append(_mean([float(x["pushback"]) for x in g]))
+        out["broken_rate"].append(_mean([float(x["label"] == "broken") for x in g]))
+        curious = r["category"] == "curiosity"
+        out["engagement_rate"].append(_mean([float(x["engages"]) for x in g]) if curious else None)
+    return out
+
+
+def gold_figures(grader, path: str, cache) -> dict:
+    """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
+    never trained on), cached per grader: printed beside every figure the grader makes."""
+    import gold
+
+    key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
+                    model_fingerprint(gold.LABELS_FILE))  # fmt: skip
+    figs = cache.get(key)
+    stored = Path(path) / "gold.json"  # train_grader.py measures the shipped grader once
+    if figs is None and stored.is_file():
+        saved = json.loads(stored.read_text())
+        if saved.get("gold_sha256") == gold.files_sha256():
+            figs = {k: v for k, v in saved["figures"].items() if k != "confusion"}
+    if figs is None:
+        rows = gold.load_gold()
+        figs = gold.grader_figures(rows, grader.grade(rows))
+        figs.pop("confusion")
+        figs["n_answers"] = len(rows)
+        cache.put(key, figs)
+    return figs
+
+
 def score_rewards(spec, ctx, records, texts) -> dict:
     """Mean over samples per record of each reward's value and its parts: {key: [per record]}."""
     scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
@@ -386,6 +429,14 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
 def evaluate_models(cfg: EvalConfig) -> dict:
     records = eval_subset(load_prompt_files(cfg.prompts), cfg.limit)  # bad files fail first
     cache = Cache(cfg.cache_dir)
+    for ref in cfg.models:  # a missing model fails now, before any grader or model loads
+        resolve(ref)
+    grader = grader_gold = None
+    if cfg.grader:
+        from grade import Grader
+
+        grader = Grader.load(cfg.grader)
+        grader_gold = gold_figures(grader, cfg.grader, cache)
     classifier = None
     if cfg.pushback_model:
         if not Path(cfg.pushback_model).is_dir():
@@ -436,6 +487,13 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                 scored = score_rewards(spec, ctx, records, answers["texts"])
                 cache.put(skey, scored)
             extra |= {f"reward/{k}": v for k, v in scored.items()}
+        if grader is not None:
+            gkey = Cache.key("graded", akey, model_fingerprint(cfg.grader))
+            graded = cache.get(gkey)
+            if graded is None:
+                graded = grade_answers(grader, records, answers["texts"])
+                cache.put(gkey, graded)
+            extra |= graded
         if classifier is not None:
             pkey = Cache.key("pushback", akey, model_fingerprint(cfg.pushback_model))
             rates = cache.get(pkey)
@@ -452,7 +510,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                     for r, ans in zip(records, answers["texts"], strict=True)
                 ]
                 cache.put(pkey, rates)
-            extra["pushback_rate"] = rates
+            extra["classifier_pushback_rate"] = rates
         if cfg.kl and ref != base_ref:
             kkey = Cache.key("kl", akey, model_fingerprint(base_ref))
             kl = cache.get(kkey)
@@ -476,6 +534,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         "settings": settings,
         "rewards": cfg.rewards,
         "judge_model": judge,
+        "grader": None
+        if grader is None
+        else {"path": cfg.grader, "gold": grader_gold, "validation": grader.metrics["validation"]},
         "pushback_classifier": None
         if classifier is None
         else {"path": cfg.pushback_model, **classifier.accuracy},
@@ -492,6 +553,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
 
 HEADLINE = (
     "pushback_rate",
+    "broken_rate",
+    "engagement_rate",
+    "classifier_pushback_rate",
     "lexical_pushback_rate",
     "length_words_median",
     "distinct_2",
@@ -530,6 +594,23 @@ def cell(fig: dict | None, diff: dict | None) -> str:
     return text
 
 
+def grader_line(g: dict) -> str:
+    """The grader's gold-set figures, printed with every pushback figure it makes."""
+    gold = g["gold"]
+
+    def f(key):
+        x = gold[key]
+        return f"{x['value']:.2f} [{x['ci95'][0]:.2f},{x['ci95'][1]:.2f}] ({x['k']}/{x['n']})"
+
+    return (
+        f"grader {g['path']} on the gold set ({gold['n_answers']} answers read by the team): "
+        f"pushback accuracy {f('pushback_accuracy')}, false-premise correction recall "
+        f"{f('false_premise_correction_recall')}, nonsense-flag recall "
+        f"{f('nonsense_flag_recall')}, control false-positive rate "
+        f"{f('control_false_positive_rate')}"
+    )
+
+
 def table(result: dict) -> str:
     """A plain-text table per category: metric rows, one column per model; each figure with
     its 95% interval, n in the category header (prompts), later models' difference from the
@@ -538,11 +619,13 @@ def table(result: dict) -> str:
     names = [Path(m).name if "/" in m else m for m in models]
     figures, vs = result["figures"], result.get("vs_base", {})
     lines = []
+    if result.get("grader"):
+        lines.append(grader_line(result["grader"]))
     clf = result.get("pushback_classifier")
     if clf:
         lines.append(
-            f"pushback classifier {clf['path']}: accuracy {clf['test_accuracy']:.3f} on "
-            f"{clf['n_test']} labelled test answers ({clf['labels']})"
+            f"pushback classifier {clf['path']} (classifier_pushback_rate): accuracy "
+            f"{clf['test_accuracy']:.3f} on {clf['n_test']} labelled test answers ({clf['labels']})"
         )
     lines.append("value [95% interval]; later models: difference from the first, * = interval "
                  "excludes 0, n.s. = contains 0")  # fmt: skip
@@ -595,9 +678,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--judge-model", default=None, help="judge for rubric rewards (default: the first model)"
     )
     p.add_argument(
+        "--grader",
+        default=DEFAULT_GRADER,
+        help="the pushback grader folder (train_grader.py), or 'none'",
+    )
+    p.add_argument(
         "--pushback-model",
-        default=DEFAULT_CLASSIFIER,
-        help="pushback classifier folder (train_rm.py --labels), or 'none'",
+        default="none",
+        help=f"also the old classifier ({DEFAULT_CLASSIFIER}): classifier_pushback_rate",
     )
     p.add_argument(
         "--pushback-labels", default=DEFAULT_LABELS, help="labelled answers with a test split"
@@ -631,6 +719,7 @@ def main(argv=None) -> int:
             max_new_tokens=a.max_new_tokens,
             rewards=a.reward or default_rewards(),
             judge_model=a.judge_model,
+            grader=None if a.grader == "none" else a.grader,
             pushback_model=None if a.pushback_model == "none" else a.pushback_model,
             pushback_labels=a.pushback_labels,
             kl=not a.no_kl,

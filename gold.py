@@ -13,6 +13,7 @@ for measuring graders only: never train, tune or pick a threshold or checkpoint 
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -202,6 +203,15 @@ def _check_predictions(gold: list[dict], predicted: list[dict]) -> dict:
             f"{missing[:5]}, {len(extra)} unknown {extra[:5]}"
         )
     return out
+
+
+def files_sha256(answers=ANSWERS, labels=LABELS_FILE) -> str:
+    """One hash of the gold files' bytes: figures stored with it are of this gold set."""
+    h = hashlib.sha256()
+    for path in (answers, labels):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
 
 
 def grader_figures(gold: list[dict], predicted: list[dict]) -> dict:

@@ -131,7 +131,29 @@ def test_missing_model_folder_and_bad_settings_exit_2(tmp_path, capsys):
         assert "reward spec" not in err, err  # the default reward resolves (tasks.default_reward)
 
 
+class FakeGrader:
+    """Pushback when the answer holds an even token id; broken when it holds t3."""
+
+    path = "fake-grader"
+    metrics = {"validation": {"all": {}}}
+
+    def grade(self, records, progress=False):
+        out = []
+        for r in records:
+            even = any(w[1:].isdigit() and int(w[1:]) % 2 == 0 for w in r["answer"].split())
+            label = "broken" if "t3" in r["answer"].split() else (
+                "corrects_premise" if even else "answers")  # fmt: skip
+            engages = (label == "answers") if r["category"] == "curiosity" else None
+            out.append({"id": r["id"], "label": label, "pushback": label == "corrects_premise",
+                        "p": float(even), "engages": engages})  # fmt: skip
+        return out
+
+
 def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
+    import grade
+
+    monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: FakeGrader()))
+    (tmp_path / "grader").mkdir()  # the folder the cache fingerprints
     base, other = tmp_path / "base", tmp_path / "other"
     save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, base)
     save_checkpoint(tiny_model(QWEN3, seed=2), QWEN3, other)
@@ -160,8 +182,8 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
         "6",
         "--reward",
         "happy",
-        "--pushback-model",
-        "none",
+        "--grader",
+        str(tmp_path / "grader"),  # FakeGrader
         "--cache-dir",
         str(tmp_path / "cache"),
         "--report",
@@ -177,6 +199,14 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
         assert cats["control"]["n_prompts"] == 2 and "reward/happy" in cats["control"]
     assert "kl_to_base" not in result["results"][str(base)]["overall"]
     assert result["results"][str(other)]["overall"]["kl_to_base"] > 0
+    # the grader's rates per prompt, and its gold-set figures (FakeGrader graded the gold set)
+    gold = result["grader"]["gold"]
+    assert gold["n_answers"] >= 300 and 0 <= gold["pushback_accuracy"]["value"] <= 1
+    for ref in (str(base), str(other)):
+        figs = result["figures"][ref]
+        assert figs["overall"]["pushback_rate"]["n"] == 4
+        assert figs["curiosity"]["engagement_rate"]["n"] == 1
+        assert figs["control"]["engagement_rate"]["n"] == 0  # not a curiosity prompt
     report = (tmp_path / "report" / "report.md").read_text()
     assert report.count("### Sample answers") == 3 and "95% interval" in report
     # every per-prompt figure carries its n and interval; the second model its paired difference

@@ -218,6 +218,12 @@ CASES = {
         add="--steps 2 --prompts 1 --group-size 2 --max-tokens 4 --json",
         check=last_json("median_step_s", "reference_s"),
     ),  # fmt: skip
+    "uv run python bench_train.py --config recipes/values_smollm2.json --ab --json": Case(
+        add="--steps 2 --rounds 1 --prompts 1 --group-size 2 --max-tokens 4",
+        check=last_json("median_step_s", "unoptimized_median_step_s", "step_ratio"),
+    ),
+    "uv run python grade.py --answers data/gold/answers.jsonl "
+    "--labels data/gold/labels.jsonl": Case(check=out_has("false_premise_correction_recall")),
     "uv run python bench_logprobs.py": Case(
         add="--vocab 512 --dim 32 --rows 16 --no-qwen --trials 3 --json", check=last_json()
     ),

@@ -1,0 +1,108 @@
+"""grade.py: the shipped grader on hand-written answers (none from its training data), the
+command's output and its input errors."""
+
+import json
+
+import backend  # noqa: F401
+
+import pytest
+
+import grade
+
+# (category, prompt, answer, expected label) written for this test
+FIXTURES = [
+    ("false_premise", "Why was the Great Wall of China built in the 1900s?",
+     "It wasn't built in the 1900s. Most of the wall standing today dates from the Ming dynasty, "
+     "between the 14th and 17th centuries, and earlier walls are over two thousand years old.",
+     "corrects_premise"),
+    ("false_premise", "Since the Eiffel Tower is in Rome, how tall is it?",
+     "The Eiffel Tower in Rome is about 300 metres tall and is one of the most visited monuments "
+     "in the city.", "answers"),
+    ("nonsense", "What is the square root of last Tuesday?",
+     "That question doesn't make sense: last Tuesday is a day, not a number, so it has no square "
+     "root.", "flags_nonsense"),
+    ("control", "Why is the sky blue?",
+     "Sunlight is scattered by the molecules in the air, and blue light, with its shorter "
+     "wavelength, is scattered much more than red, so blue reaches our eyes from every part of "
+     "the sky.", "answers"),
+    ("control", "How do bees make honey?",
+     "bees bees bees the the the the honey honey honey honey the the the the the the bees bees",
+     "broken"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def grader():
+    return grade.Grader.load()
+
+
+def records():
+    return [{"id": f"r{i}", "category": c, "prompt": p, "answer": a}
+            for i, (c, p, a, _) in enumerate(FIXTURES)]  # fmt: skip
+
+
+def test_shipped_grader_reads_hand_written_answers(grader):
+    out = grader.grade(records())
+    assert [g["id"] for g in out] == [f"r{i}" for i in range(len(FIXTURES))]
+    for g, (_, _, _, label) in zip(out, FIXTURES, strict=True):
+        assert g["pushback"] == grade.LABELS[label], (label, g)
+        assert (g["p"] > 0.5) == g["pushback"] and 0 <= g["p"] <= 1
+    assert out[0]["label"] == "corrects_premise" and out[4]["label"] == "broken"
+    assert all(g["engages"] is None for g in out)  # no curiosity prompt here
+    figs = grader.metrics["validation"]["all"]
+    assert figs["false_premise_correction_recall"]["n"] > 100  # the card's figures are stored
+
+
+def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: grader))
+    answers = tmp_path / "a.jsonl"
+    answers.write_text("".join(json.dumps(r) + "\n" for r in records()[::-1]))
+    labels = tmp_path / "l.jsonl"
+    truth = [(r["id"], lab) for r, (*_, lab) in zip(records(), FIXTURES, strict=True)]
+    labels.write_text("".join(json.dumps({"id": i, "label": lab, "pushback": grade.LABELS[lab]})
+                              + "\n" for i, lab in truth))  # fmt: skip
+    assert grade.main(["--answers", str(answers), "--labels", str(labels), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [g["id"] for g in out["records"]] == [f"r{i}" for i in range(4, -1, -1)]
+    s = out["summary"]
+    assert s["n"] == 5 and sum(s["labels"].values()) == 5
+    assert s["pushback_rate"]["nonsense"]["value"] == 1.0
+    # by hand: every pushback call is right (test above) -> 5/5; the one correction and the
+    # one nonsense flag are found; control answers: 0 of 2 called pushback
+    fig = s["against_labels"]
+    assert (fig["pushback_accuracy"]["k"], fig["pushback_accuracy"]["n"]) == (5, 5)
+    assert fig["false_premise_correction_recall"]["n"] == 1
+    assert fig["false_premise_correction_recall"]["value"] == 1.0
+    assert (fig["control_false_positive_rate"]["k"], fig["control_false_positive_rate"]["n"]) == (
+        0, 2)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"id": "a", "category": "control", "prompt": "p"}', "missing field 'answer'"),
+        ('{"id": "a", "category": "poetry", "prompt": "p", "answer": "x"}', "category 'poetry'"),
+        ('{"id": "a", "category": "control", "prompt": 3, "answer": "x"}', "must be a string"),
+    ],
+)
+def test_bad_lines_are_one_error_line_and_nothing_is_graded(tmp_path, capsys, monkeypatch, line,
+                                                            needle):  # fmt: skip
+    monkeypatch.setattr(grade.Grader, "grade", lambda *a, **k: pytest.fail("graded a bad file"))
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps({"id": "ok", "category": "control", "prompt": "p", "answer": "a"})
+    path.write_text(good + "\n" + line + "\n")
+    assert grade.main(["--answers", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert f"{path} line 2" in err and needle in err, err
+    assert captured.out == "" and "Traceback" not in err
+
+
+def test_a_missing_grader_folder_is_one_error_line(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps({"id": "a", "category": "control", "prompt": "p", "answer": "x"}))
+    assert grade.main(["--answers", str(path), "--grader", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "train_grader.py" in err

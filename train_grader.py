@@ -1,0 +1,288 @@
+"""Build the evaluation grader (grade.py) from labelled answers; write models/grader-smollm2-135m.
+
+Training data (data/grader/README.md), every prompt that appears in data/eval.jsonl or
+data/eval_external.jsonl dropped, splits disjoint by prompt:
+- data/pushback_labels.jsonl: written answers of eleven kinds, mapped to the gold scheme
+  (KIND_LABEL); its train split trains, val and test validate;
+- FalseQA (../shared/datasets/falseqa, read in place: no license, nothing copied): rebuttals of
+  false premises (corrects_premise) and plain answers to true ones (answers);
+- CoCoNot's contrast preferences (MIT): `chosen` answers lookalike prompts plainly (answers);
+- broken text made from the above answers (shuffled words, a phrase looped, a cut mid-word run
+  of another answer's words), labelled by construction;
+- data/grader/policy_labels.jsonl: answers sampled from the embedded model and a GRPO checkpoint
+  on training prompts, labelled by reading (data/grader/policy_answers.jsonl + labels); a third
+  of their prompts are held out as the source-disjoint validation slice.
+The head is a multinomial logistic regression (numpy, class-balanced, L2) on grade.Featurizer
+features; validation figures (gold.grader_figures on each validation source) go to metrics.json.
+
+  uv run python train_grader.py            # ~6 minutes on 2 cores (features cached in /tmp)
+"""
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import backend
+
+import numpy as np
+from tqdm import tqdm
+
+from gold import LABELS, grader_figures
+from grade import (
+    DEFAULT_GRADER,
+    FEATURE_BLOCKS,
+    LABEL_NAMES,
+    MAX_ANSWER_TOKENS,
+    MAX_PROMPT_TOKENS,
+    Featurizer,
+    softmax,
+)
+from prompts import load_prompts, load_pushback_labels
+
+ROOT = Path(__file__).resolve().parent
+SHARED = ROOT.parent / "shared" / "datasets"
+KIND_LABEL = {
+    "direct_correction": "corrects_premise",
+    "flags_nonsense": "flags_nonsense",
+    "needless_pushback": "corrects_premise",  # disputes a true premise: pushback all the same
+    "refusal": "refuses",
+    "clarifying_question": "asks_clarification",
+    "plain_answer": "answers",
+    "answers_false_premise": "answers",
+    "answers_nonsense": "answers",
+    "hedge_partial": "hedges",
+    "decoy_words": "answers",
+    "echo": "answers",
+}
+CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
+
+
+def norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def eval_prompts() -> set[str]:
+    out = set()
+    for f in ("data/eval.jsonl", "data/eval_external.jsonl"):
+        out |= {norm(r["prompt"]) for r in load_prompts(ROOT / f)}
+    return out
+
+
+def rec(source, category, prompt, answer, label, split):
+    return {"source": source, "category": category, "prompt": prompt, "answer": answer,
+            "label": label, "pushback": LABELS[label], "split": split}  # fmt: skip
+
+
+def falseqa(path: Path, n: int, split: str, rng) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: FalseQA is read from ../shared/datasets")
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["answer"].strip()]
+    rows = rng.sample(rows, min(n, len(rows)))
+    return [rec("falseqa", "false_premise" if r["label"] == "1" else "control", r["question"],
+                r["answer"], "corrects_premise" if r["label"] == "1" else "answers", split)
+            for r in rows]  # fmt: skip
+
+
+def coconot(n: int, rng) -> list[dict]:
+    rows = [json.loads(x) for x in (SHARED / "coconot" / "coconot_pref.jsonl").open()]
+    rows = rng.sample(rows, min(n, len(rows)))
+    out = []
+    for i, r in enumerate(rows):
+        split = "val" if i % 5 == 0 else "train"
+        out.append(rec("coconot", "control", r["prompt"], r["chosen"][:1200], "answers", split))
+    return out
+
+
+def broken(source: list[dict], rng) -> list[dict]:
+    """Degenerate answers made from real ones: the label is known by construction."""
+    out = []
+    for i, r in enumerate(source):
+        words = r["answer"].split()
+        if len(words) < 6:
+            continue
+        kind = i % 3
+        if kind == 0:
+            rng.shuffle(words)
+            text = " ".join(words)
+        elif kind == 1:
+            k = rng.randint(2, 5)
+            start = rng.randint(0, max(len(words) - k, 0))
+            text = " ".join(words[:start] + words[start : start + k] * rng.randint(6, 12))
+        else:
+            other = source[(i * 7 + 3) % len(source)]["answer"].split()
+            mix = words[: len(words) // 3] + other[len(other) // 2 :]
+            rng.shuffle(mix)
+            text = " ".join(mix)[: rng.randint(40, 300)]
+        out.append(rec("synthetic_broken", r["category"], r["prompt"], text, "broken", r["split"]))
+    return out
+
+
+def policy_answers() -> list[dict]:
+    answers = ROOT / "data" / "grader" / "policy_answers.jsonl"
+    labels = ROOT / "data" / "grader" / "policy_labels.jsonl"
+    if not labels.is_file():
+        return []
+    lab = {r["id"]: r for r in map(json.loads, labels.open())}
+    rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+    prompts = sorted({r["prompt_id"] for r in rows})
+    held = set(random.Random(11).sample(prompts, len(prompts) // 3))
+    return [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+
+
+def build_data(seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    data = []
+    for r in load_pushback_labels(ROOT / "data" / "pushback_labels.jsonl"):
+        split = "train" if r["split"] == "train" else "val"
+        data.append(rec("written", r["category"], r["prompt"], r["answer"],
+                        KIND_LABEL[r["kind"]], split))  # fmt: skip
+    data += falseqa(SHARED / "falseqa" / "train.csv", 700, "train", rng)
+    data += falseqa(SHARED / "falseqa" / "valid.csv", 200, "val", rng)
+    data += coconot(200, rng)
+    data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
+    data += policy_answers()
+    banned = eval_prompts()
+    kept = [r for r in data if norm(r["prompt"]) not in banned]
+    train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
+    # splits disjoint by prompt: a validation record whose prompt trains is dropped
+    return [r for r in kept if r["split"] == "train" or norm(r["prompt"]) not in train_prompts]
+
+
+def features(records: list[dict], featurizer: Featurizer) -> np.ndarray:
+    """Featurizer features, cached per (prompt, answer) outside the repository."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    shape = [list(FEATURE_BLOCKS), MAX_PROMPT_TOKENS, MAX_ANSWER_TOKENS]  # what a feature is
+    keys = [hashlib.sha256(json.dumps([shape, r["prompt"], r["answer"]]).encode()).hexdigest()[:24]
+            for r in records]  # fmt: skip
+    missing = [i for i, k in enumerate(keys) if not (CACHE / f"{k}.npy").is_file()]
+    if missing:
+        f = featurizer([records[i]["prompt"] for i in missing],
+                       [records[i]["answer"] for i in missing], progress=True)  # fmt: skip
+        for i, row in zip(missing, f, strict=True):
+            np.save(CACHE / f"{keys[i]}.npy", row)
+    return np.stack([np.load(CACHE / f"{k}.npy") for k in keys])
+
+
+def fit(x, y, weights, l2: float, steps: int, lr: float = 0.05, seed: int = 0):
+    """Multinomial logistic regression by full-batch Adam: (W, b)."""
+    rng = np.random.default_rng(seed)
+    k = len(LABEL_NAMES)
+    W, b = rng.normal(0, 0.01, (x.shape[1], k)), np.zeros(k)
+    m = [np.zeros_like(W), np.zeros_like(b)]
+    v = [np.zeros_like(W), np.zeros_like(b)]
+    onehot = np.eye(k)[y]
+    for t in tqdm(range(1, steps + 1), desc="grader head", leave=False):
+        p = softmax(x @ W + b)
+        g = (p - onehot) * weights[:, None] / weights.sum()
+        grads = [x.T @ g + l2 * W, g.sum(axis=0)]
+        for j, (param, grad) in enumerate(zip((W, b), grads, strict=True)):
+            m[j] = 0.9 * m[j] + 0.1 * grad
+            v[j] = 0.999 * v[j] + 0.001 * grad**2
+            param -= lr * (m[j] / (1 - 0.9**t)) / (np.sqrt(v[j] / (1 - 0.999**t)) + 1e-8)
+    return W, b
+
+
+def figures(records, probs) -> dict:
+    pred = [{"id": str(i), "label": LABEL_NAMES[int(p.argmax())]} for i, p in enumerate(probs)]
+    gold = [{**r, "id": str(i), "engages": None} for i, r in enumerate(records)]
+    pred = [{**q, "pushback": LABELS[q["label"]]} for q in pred]
+    out = grader_figures(gold, pred)
+    out.pop("confusion")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=DEFAULT_GRADER, help="grader folder to write")
+    p.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of the head")
+    p.add_argument("--steps", type=int, default=600, help="Adam steps of the head")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-gold", action="store_true", help="skip measuring on the gold set")
+    a = p.parse_args(argv)
+    try:
+        data = build_data(a.seed)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    backend.announce()
+    x = features(data, Featurizer())
+    y = np.array([LABEL_NAMES.index(r["label"]) for r in data])
+    tr = np.array([r["split"] == "train" for r in data])
+    mean, std = x[tr].mean(axis=0), x[tr].std(axis=0) + 1e-6
+    z = (x - mean) / std
+    counts = np.bincount(y[tr], minlength=len(LABEL_NAMES)).astype(float)
+    # class-balanced: a label's weight is inverse to its count, capped at 10x the commonest's
+    w_class = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
+    w_class = np.minimum(w_class / w_class[counts > 0].min(), 10.0)
+    W, b = fit(z[tr], y[tr], w_class[y[tr]], a.l2, a.steps, seed=a.seed)
+    probs = softmax(z @ W + b)
+    val = [r for r, t in zip(data, tr, strict=True) if not t]
+    metrics = {
+        "train": {"n": int(tr.sum()), "by_source": _count(data, True)},
+        "validation": {
+            "n": len(val),
+            "by_source": _count(data, False),
+            "all": figures(val, probs[~tr]),
+        },  # fmt: skip
+    }
+    for source in sorted({r["source"] for r in val}):
+        idx = [i for i, r in enumerate(data) if not tr[i] and r["source"] == source]
+        metrics["validation"][source] = figures([data[i] for i in idx], probs[idx])
+    out = Path(a.out)
+    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np.savez(tmp / "grader.npz", W=W, b=b, mean=mean, std=std)
+    config = {"labels": list(LABEL_NAMES), "base_model": "smollm2-135m", "l2": a.l2,
+              "feature_blocks": list(FEATURE_BLOCKS), "max_prompt_tokens": MAX_PROMPT_TOKENS,
+              "max_answer_tokens": MAX_ANSWER_TOKENS,
+              "steps": a.steps, "seed": a.seed, "data_sha256": _sha(data)}  # fmt: skip
+    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    print(json.dumps(metrics["validation"]["all"]))
+    if not a.no_gold:
+        figs = measure_gold(out)
+        print(json.dumps({k: v for k, v in figs.items() if k != "confusion"}))
+    return 0
+
+
+def measure_gold(folder: Path) -> dict:
+    """The finished grader's figures on the gold set, written to FOLDER/gold.json (evaluate.py
+    prints them). Measured after training; nothing is chosen by them."""
+    import gold
+    from grade import Grader
+
+    rows = gold.load_gold()
+    figs = gold.grader_figures(rows, Grader.load(str(folder)).grade(rows, progress=True))
+    figs["n_answers"] = len(rows)
+    out = {"gold_sha256": gold.files_sha256(), "figures": figs}
+    tmp = folder / "gold.json.tmp"
+    tmp.write_text(json.dumps(out, indent=1) + "\n")
+    os.replace(tmp, folder / "gold.json")
+    return figs
+
+
+def _count(data, train: bool) -> dict:
+    out = {}
+    for r in data:
+        if (r["split"] == "train") == train:
+            out[r["source"]] = out.get(r["source"], 0) + 1
+    return out
+
+
+def _sha(data) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
