@@ -133,7 +133,7 @@ CASES = {
         sub={"runs/<name>/checkpoints/step_N": "runs/chess/checkpoints/step_000001"},
         add="--limit 2 --max-new-tokens 6 --json",
         needs=(CHESS,),
-        check=last_json("reward"),
+        check=last_json("eval/reward"),
     ),  # fmt: skip
     "uv run python train.py --resume runs/<name> --steps 100": Case(
         sub={"runs/<name> --steps 100": "runs/main --steps 3"},
