@@ -111,7 +111,7 @@ MAIN_RUN = {"runs/<name>": "runs/main"}
 CASES = {
     MAIN: Case(
         sub={"--steps 3": "--steps 2"},
-        add=f"{SMALL} --run-name main",
+        add=f"{SMALL} --eval-every 1 --eval-limit 2 --run-name main",  # eval/reward: prune
         check=metrics_lines("main", 2),
     ),
     "uv run pytest": Case(skip="the suite itself: this test runs inside it"),
@@ -225,7 +225,7 @@ CASES = {
     "uv run python grade.py --answers data/gold/answers.jsonl "
     "--labels data/gold/labels.jsonl": Case(check=out_has("false_premise_correction_recall")),
     "uv run python bench_logprobs.py": Case(
-        add="--vocab 512 --dim 32 --rows 16 --no-qwen --trials 3 --json", check=last_json()
+        add="--vocab 8192 --dim 128 --rows 64 --no-qwen --trials 3 --json", check=last_json()
     ),
     "uv run python bench_judge.py --reward rubric --judge-speed": Case(
         add="--limit 2 --speed-items 2 --group-size 2 --trials 1", check=out_has("rubric")
