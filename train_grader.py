@@ -137,6 +137,20 @@ def policy_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
+def written_answers() -> list[dict]:
+    """data/grader/written.jsonl: answers written for training prompts in many registers (calm
+    encyclopedic corrections, blunt ones, answers that swallow the premise, flags, hedges,
+    refusals, questions, needless pushback, broken text); a third of its prompts validate."""
+    path = ROOT / "data" / "grader" / "written.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(x) for x in path.open()]
+    prompts = sorted({r["prompt_id"] for r in rows})
+    held = set(random.Random(13).sample(prompts, len(prompts) // 3))
+    return [rec("written_grader", r["category"], r["prompt"], r["answer"], r["label"],
+                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+
+
 def build_data(seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
     data = []
@@ -149,6 +163,7 @@ def build_data(seed: int = 0) -> list[dict]:
     data += coconot(200, rng)
     data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
     data += policy_answers()
+    data += written_answers()
     banned = eval_prompts()
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
