@@ -158,7 +158,7 @@ def build_data(seed: int = 0) -> list[dict]:
         split = "train" if r["split"] == "train" else "val"
         data.append(rec("written", r["category"], r["prompt"], r["answer"],
                         KIND_LABEL[r["kind"]], split))  # fmt: skip
-    data += falseqa(SHARED / "falseqa" / "train.csv", 700, "train", rng)
+    data += falseqa(SHARED / "falseqa" / "train.csv", 1800, "train", rng)
     data += falseqa(SHARED / "falseqa" / "valid.csv", 200, "val", rng)
     data += coconot(200, rng)
     data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
