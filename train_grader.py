@@ -125,16 +125,22 @@ def broken(source: list[dict], rng) -> list[dict]:
 
 
 def policy_answers() -> list[dict]:
-    answers = ROOT / "data" / "grader" / "policy_answers.jsonl"
-    labels = ROOT / "data" / "grader" / "policy_labels.jsonl"
-    if not labels.is_file():
-        return []
-    lab = {r["id"]: r for r in map(json.loads, labels.open())}
-    rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
-    prompts = sorted({r["prompt_id"] for r in rows})
-    held = set(random.Random(11).sample(prompts, len(prompts) // 3))
-    return [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
-                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    """Sampled policy answers labelled by reading: policy_answers.jsonl (base T 0.7, checkpoint
+    T 1.0) and policy_answers2.jsonl (base T 1.0, checkpoint T 0.7, other prompts); a third of
+    each file's prompts (seeded) is the source-disjoint validation slice."""
+    out = []
+    for suffix, seed in (("", 11), ("2", 12)):
+        answers = ROOT / "data" / "grader" / f"policy_answers{suffix}.jsonl"
+        labels = ROOT / "data" / "grader" / f"policy_labels{suffix}.jsonl"
+        if not labels.is_file():
+            continue
+        lab = {r["id"]: r for r in map(json.loads, labels.open())}
+        rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+        prompts = sorted({r["prompt_id"] for r in rows})
+        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+        out += [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    return out
 
 
 def written_answers() -> list[dict]:
