@@ -125,15 +125,35 @@ def broken(source: list[dict], rng) -> list[dict]:
 
 
 def policy_answers() -> list[dict]:
-    answers = ROOT / "data" / "grader" / "policy_answers.jsonl"
-    labels = ROOT / "data" / "grader" / "policy_labels.jsonl"
-    if not labels.is_file():
+    """Sampled policy answers labelled by reading: policy_answers.jsonl (base T 0.7, checkpoint
+    T 1.0) and policy_answers2.jsonl (base T 1.0, checkpoint T 0.7, other prompts); a third of
+    each file's prompts (seeded) is the source-disjoint validation slice."""
+    out = []
+    for suffix, seed in (("", 11), ("2", 12)):
+        answers = ROOT / "data" / "grader" / f"policy_answers{suffix}.jsonl"
+        labels = ROOT / "data" / "grader" / f"policy_labels{suffix}.jsonl"
+        if not labels.is_file():
+            continue
+        lab = {r["id"]: r for r in map(json.loads, labels.open())}
+        rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+        prompts = sorted({r["prompt_id"] for r in rows})
+        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+        out += [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    return out
+
+
+def written_answers() -> list[dict]:
+    """data/grader/written.jsonl: answers written for training prompts in many registers (calm
+    encyclopedic corrections, blunt ones, answers that swallow the premise, flags, hedges,
+    refusals, questions, needless pushback, broken text); a third of its prompts validate."""
+    path = ROOT / "data" / "grader" / "written.jsonl"
+    if not path.is_file():
         return []
-    lab = {r["id"]: r for r in map(json.loads, labels.open())}
-    rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+    rows = [json.loads(x) for x in path.open()]
     prompts = sorted({r["prompt_id"] for r in rows})
-    held = set(random.Random(11).sample(prompts, len(prompts) // 3))
-    return [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+    held = set(random.Random(13).sample(prompts, len(prompts) // 3))
+    return [rec("written_grader", r["category"], r["prompt"], r["answer"], r["label"],
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
@@ -144,11 +164,12 @@ def build_data(seed: int = 0) -> list[dict]:
         split = "train" if r["split"] == "train" else "val"
         data.append(rec("written", r["category"], r["prompt"], r["answer"],
                         KIND_LABEL[r["kind"]], split))  # fmt: skip
-    data += falseqa(SHARED / "falseqa" / "train.csv", 700, "train", rng)
+    data += falseqa(SHARED / "falseqa" / "train.csv", 1800, "train", rng)
     data += falseqa(SHARED / "falseqa" / "valid.csv", 200, "val", rng)
     data += coconot(200, rng)
     data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
     data += policy_answers()
+    data += written_answers()
     banned = eval_prompts()
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}

@@ -25,6 +25,13 @@ FIXTURES = [
      "Sunlight is scattered by the molecules in the air, and blue light, with its shorter "
      "wavelength, is scattered much more than red, so blue reaches our eyes from every part of "
      "the sky.", "answers"),
+    ("false_premise", "Who was the first woman to land on the Moon, in 1975?",
+     "No woman has walked on the Moon. All twelve people who did so were American men on the "
+     "Apollo missions between 1969 and 1972, and no crewed landing has happened since.",
+     "corrects_premise"),
+    ("nonsense", "How many hours of sleep does the number nine need?",
+     "Numbers aren't living things, so nine doesn't sleep at all; the question has no answer as "
+     "asked.", "flags_nonsense"),
     ("control", "How do bees make honey?",
      "bees bees bees the the the the honey honey honey honey the the the the the the bees bees",
      "broken"),
@@ -47,7 +54,7 @@ def test_shipped_grader_reads_hand_written_answers(grader):
     for g, (_, _, _, label) in zip(out, FIXTURES, strict=True):
         assert g["pushback"] == grade.LABELS[label], (label, g)
         assert (g["p"] > 0.5) == g["pushback"] and 0 <= g["p"] <= 1
-    assert out[0]["label"] == "corrects_premise" and out[4]["label"] == "broken"
+    assert out[0]["label"] == "corrects_premise" and out[-1]["label"] == "broken"
     assert all(g["engages"] is None for g in out)  # no curiosity prompt here
     figs = grader.metrics["validation"]["all"]
     assert figs["false_premise_correction_recall"]["n"] > 100  # the card's figures are stored
@@ -63,15 +70,15 @@ def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys,
                               + "\n" for i, lab in truth))  # fmt: skip
     assert grade.main(["--answers", str(answers), "--labels", str(labels), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [g["id"] for g in out["records"]] == [f"r{i}" for i in range(4, -1, -1)]
+    assert [g["id"] for g in out["records"]] == [f"r{i}" for i in range(6, -1, -1)]
     s = out["summary"]
-    assert s["n"] == 5 and sum(s["labels"].values()) == 5
+    assert s["n"] == 7 and sum(s["labels"].values()) == 7
     assert s["pushback_rate"]["nonsense"]["value"] == 1.0
-    # by hand: every pushback call is right (test above) -> 5/5; the one correction and the
-    # one nonsense flag are found; control answers: 0 of 2 called pushback
+    # by hand: every pushback call is right (test above) -> 7/7; the two corrections and the
+    # two nonsense flags are found; control answers: 0 of 2 called pushback
     fig = s["against_labels"]
-    assert (fig["pushback_accuracy"]["k"], fig["pushback_accuracy"]["n"]) == (5, 5)
-    assert fig["false_premise_correction_recall"]["n"] == 1
+    assert (fig["pushback_accuracy"]["k"], fig["pushback_accuracy"]["n"]) == (7, 7)
+    assert fig["false_premise_correction_recall"]["n"] == 2
     assert fig["false_premise_correction_recall"]["value"] == 1.0
     assert (fig["control_false_positive_rate"]["k"], fig["control_false_positive_rate"]["n"]) == (
         0, 2)  # fmt: skip

@@ -26,11 +26,15 @@ def main(argv=None) -> int:
     p.add_argument("--per-category", type=int, default=15, help="prompts per category and model")
     p.add_argument("--max-tokens", type=int, default=100)
     p.add_argument("--out", default=str(ROOT / "data/grader/policy_answers.jsonl"))
+    p.add_argument("--temperatures", default="0.7,1.0", help="base's and checkpoint's")
+    p.add_argument("--seed", type=int, default=7, help="prompt choice (7: the first file)")
+    p.add_argument("--id-prefix", default="pol")
     a = p.parse_args(argv)
     records = load_prompts(ROOT / "data/prompts.jsonl")
-    rng = random.Random(7)
+    rng = random.Random(a.seed)
+    t_base, t_ckpt = (float(t) for t in a.temperatures.split(","))
     out = []
-    for m, (ref, temp) in enumerate([("smollm2-135m", 0.7), (a.checkpoint, 1.0)]):
+    for m, (ref, temp) in enumerate([("smollm2-135m", t_base), (a.checkpoint, t_ckpt)]):
         gwen = Gwen.load(ref)
         for cat in CATEGORIES:
             pool = [r for r in records if r["category"] == cat]
@@ -40,12 +44,12 @@ def main(argv=None) -> int:
                 1,
                 a.max_tokens,
                 temp,
-                seed=[1000 * m + i for i in range(len(chosen))],
+                seed=[1000 * m + i + (0 if a.seed == 7 else 100 * a.seed) for i in range(len(chosen))],
             )
             for r, text, fin in zip(chosen, s.texts, s.finished, strict=True):
                 out.append(
                     {
-                        "id": f"pol-{len(out):04d}",
+                        "id": f"{a.id_prefix}-{len(out):04d}",
                         "category": cat,
                         "prompt": r["prompt"],
                         "answer": text,
