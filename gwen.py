@@ -372,12 +372,26 @@ def sequence_logprobs(
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
     Temperature 0 means the untempered softmax. With `return_entropy`, also the (B*G, T) entropy
-    of each position's tempered distribution. `trunk`: as in sequence_hidden."""
+    of each position's tempered distribution, a measurement: no gradient flows back through it.
+    A frozen LM head (LoRA, or the embedding not trained) gets no gradient computed.
+    `trunk`: as in sequence_hidden."""
     h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size, trunk)
     temperature = temperature if temperature > 0 else 1.0
     return kernels.token_logprobs(
-        h, model.lm_head_weight(), completions, temperature, return_entropy=return_entropy
+        h,
+        model.lm_head_weight(),
+        completions,
+        temperature,
+        return_entropy=return_entropy,
+        weight_grad=head_trains(model),
+        entropy_grad=False,
     )
+
+
+def head_trains(model) -> bool:
+    """Whether the LM head's weight (the embedding when tied) holds trainable parameters."""
+    owner = model.model.embed_tokens if model.args.tie_word_embeddings else model.lm_head
+    return bool(tree_flatten(owner.trainable_parameters()))
 
 
 def frozen_depth(model) -> int:

@@ -366,16 +366,16 @@ def _block_forward(h, w, tok, cols, want_ent):
     return lse, tgt, mx.sum(mx.exp(-gap) * (ents + gap), axis=-1)
 
 
-def _block_backward(h, w, lse, g, gh, ent):
+def _block_backward(h, w, lse, g, gh, ent, want_w=True):
     """One (rows, vocab block) tile: recompute its logits, return its d/dh part (rows, D) and its
-    d/dw block (block, D), both fresh arrays. One-hot parts are the caller's."""
+    d/dw block (block, D; None without `want_w`), fresh arrays. One-hot parts are the caller's."""
     mm, ew = cpu_ops.streams()
     with _on(mm):
         z = h @ w.T  # (rows, block)
     with _on(ew):
         grad_z = _softmax_grad(z, lse, g, gh, ent)
     with _on(mm):
-        return grad_z @ w, grad_z.T @ h
+        return grad_z @ w, (grad_z.T @ h if want_w else None)
 
 
 def _logprobs_forward(h, w, tok, valid, plan):
@@ -400,8 +400,9 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
     w32 = w.astype(mx.float32)
     g = mx.where(valid, cotangents[0].astype(mx.float32), 0.0)
     lse = outputs[1]
-    gh = cotangents[2].astype(mx.float32) if plan["entropy"] else None
-    ent = outputs[2] if plan["entropy"] else None
+    gh = cotangents[2].astype(mx.float32) if plan["entropy_grad"] else None
+    ent = outputs[2] if plan["entropy_grad"] else None
+    want_w = plan["weight_grad"]
     # Vocabulary blocks in the outer loop over a few large row spans: each tile's d/dw block is
     # a fresh array, so nothing V x D is accumulated in place (which MLX would copy whenever
     # another pending op still references the accumulator), and d/dw is one concatenate.
@@ -415,7 +416,7 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
         total, done = None, []  # d/dh of this span
         for j, (v0, v1) in enumerate(plan["bwd_cols"]):
             h_j = _after(h_s, done[j - _LAG] if j >= _LAG else [])
-            part, block = _block_backward(h_j, w32[v0:v1], lse_s, g_s, gh_s, ent_s)
+            part, block = _block_backward(h_j, w32[v0:v1], lse_s, g_s, gh_s, ent_s, want_w)
             done.append([part, block])
             total = part if total is None else total + part
             blocks[j] = block if blocks[j] is None else blocks[j] + block
@@ -423,10 +424,13 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
     # d logp / d z = onehot(tok) - softmax: the one-hot part is an N x D gather for d/dh and an
     # N x D scatter-add for d/dw, instead of an N x V pass.
     grad_hs = mx.concatenate(grad_hs) + g[:, None] * w32[tok]
+    grad_hs = (grad_hs * plan["inv_t"]).astype(h.dtype)
+    if not want_w:
+        return grad_hs, None
     grad_w = (
         (blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)).at[tok].add(g[:, None] * hs)
     )
-    return (grad_hs * plan["inv_t"]).astype(h.dtype), grad_w.astype(w.dtype)
+    return grad_hs, grad_w.astype(w.dtype)
 
 
 def _check_logprob_args(hidden, weight, tokens, temperature, chunk_rows, chunk_vocab):
@@ -465,6 +469,8 @@ def token_logprobs(
     chunk_rows: int | None = None,
     chunk_vocab: int | None = None,
     return_entropy: bool = False,
+    weight_grad: bool = True,
+    entropy_grad: bool = True,
 ):
     """log softmax((hidden @ weight.T) / temperature)[tokens], float32, without N x V memory.
 
@@ -478,6 +484,9 @@ def token_logprobs(
     Differentiable in hidden and weight through a custom VJP that recomputes the logits tile by
     tile (vocabulary blocks x up to 16384 rows, the same number of logits as a forward chunk) and
     reuses the saved log-sum-exp. A token outside [0, V) gives NaN (mask it) and no gradient.
+    `weight_grad=False` (a frozen LM head, as under LoRA) skips d/dweight, a matmul as large as
+    the forward's: the weight is then a constant and its gradient is zero. `entropy_grad=False`
+    (the entropy read as a metric only) drops the entropy's cotangent from the backward.
     """
     _check_logprob_args(hidden, weight, tokens, temperature, chunk_rows, chunk_vocab)
     lead = tuple(tokens.shape)
@@ -495,20 +504,36 @@ def token_logprobs(
         "bwd_cols": cpu_ops.spans(n_vocab, bwd_cols),
         "inv_t": 1.0 / float(temperature),
         "entropy": bool(return_entropy),
+        "entropy_grad": bool(return_entropy and entropy_grad),
+        "weight_grad": bool(weight_grad),
     }
     tok = tokens.reshape(n).astype(mx.int32)
     valid = (tok >= 0) & (tok < n_vocab)
     tok = mx.where(valid, tok, 0)
 
-    @mx.custom_function
-    def fused(h, w):
-        return _logprobs_forward(h, w, tok, valid, plan)
+    if weight_grad:
 
-    @fused.vjp
-    def fused_vjp(primals, cotangents, outputs):
-        return _logprobs_backward(primals, cotangents, outputs, tok, valid, plan)
+        @mx.custom_function
+        def fused(h, w):
+            return _logprobs_forward(h, w, tok, valid, plan)
 
-    outs = fused(hidden.reshape(n, dim), weight)
+        @fused.vjp
+        def fused_vjp(primals, cotangents, outputs):
+            return _logprobs_backward(primals, cotangents, outputs, tok, valid, plan)
+
+        outs = fused(hidden.reshape(n, dim), weight)
+    else:
+        frozen = mx.stop_gradient(weight)
+
+        @mx.custom_function
+        def fused_h(h):
+            return _logprobs_forward(h, frozen, tok, valid, plan)
+
+        @fused_h.vjp
+        def fused_h_vjp(primal, cotangents, outputs):  # one input: its array, not a tuple
+            return _logprobs_backward((primal, frozen), cotangents, outputs, tok, valid, plan)[0]
+
+        outs = fused_h(hidden.reshape(n, dim))
     if return_entropy:
         return outs[0].reshape(lead), outs[2].reshape(lead)
     return outs[0].reshape(lead)

@@ -170,6 +170,33 @@ def test_frozen_trunk_gives_the_same_logprobs_and_gradients(T):
         assert mx.abs(g - cut_g[name]).max().item() <= 1e-5, name
 
 
+@pytest.mark.parametrize("full", [True, False], ids=["full-finetune", "lora"])
+def test_head_gradient_only_where_the_head_trains(full):
+    # A trained (tied) head gets d/dweight through the LM head; a frozen one is skipped. The
+    # gradients equal those of the naive full-vocabulary log-softmax either way.
+    import kernels
+    from mlx.nn import value_and_grad
+    from mlx.utils import tree_flatten
+
+    model = tiny_model(LLAMA, seed=4) if full else _lora_top(LLAMA, top=1)
+    assert gwen_mod.head_trains(model) == full
+    pt, pad, comp, G = _groups(LLAMA["vocab_size"])
+
+    def ours(m):
+        return gwen_mod.sequence_logprobs(m, pt, pad, comp, G, 0.7).sum()
+
+    def naive(m):
+        h = gwen_mod.sequence_hidden(m, pt, pad, comp, G)
+        return kernels.token_logprobs_naive(h, m.lm_head_weight(), comp, 0.7).sum()
+
+    got = dict(tree_flatten(value_and_grad(model, ours)(model)[1]))
+    want = dict(tree_flatten(value_and_grad(model, naive)(model)[1]))
+    assert got.keys() == want.keys()
+    assert ("model.embed_tokens.weight" in got) == full
+    for name, g in want.items():
+        assert mx.abs(g - got[name]).max().item() <= 1e-5 * max(1.0, mx.abs(g).max().item()), name
+
+
 def test_frozen_depth_and_trunk_bounds():
     import lora
 

@@ -117,6 +117,32 @@ def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef
         assert _max_err(g, r) <= 1e-5 * _scale(r)
 
 
+@pytest.mark.parametrize("chunk_vocab", [None, 384])
+def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab):
+    # weight_grad=False (a frozen LM head) and entropy_grad=False (entropy read as a metric):
+    # d/dh equals the naive twin's gradient of the log-prob term alone, the weight gets zero.
+    h, w, tok = _inputs((33,), 1000, 48, seed=9)
+    c = mx.array(np.random.default_rng(3).normal(size=tok.shape).astype(np.float32))
+
+    def ours(h, w):
+        logp, ent = K.token_logprobs(
+            h, w, tok, 0.7, chunk_rows=8, chunk_vocab=chunk_vocab, return_entropy=True,
+            weight_grad=False, entropy_grad=False,
+        )  # fmt: skip
+        return mx.sum(c * logp) + 0.3 * mx.sum(ent)
+
+    def naive(h):
+        return mx.sum(c * K.token_logprobs_naive(h, w, tok, 0.7))
+
+    gh, gw = mx.grad(ours, argnums=(0, 1))(h, w)
+    want = mx.grad(naive)(h)
+    assert _max_err(gh, want) <= 1e-5 * _scale(want)
+    assert float(mx.abs(gw).max()) == 0.0
+    logp, ent = K.token_logprobs(h, w, tok, 0.7, return_entropy=True, weight_grad=False)
+    ref_logp, ref_ent = _reference(h, w, tok, 0.7)
+    assert _max_err(logp, ref_logp) <= 1e-5 and _max_err(ent, ref_ent) <= 1e-5 * _scale(ref_ent)
+
+
 @pytest.mark.parametrize("fast_exp", [True, False], ids=["cpu-poly-exp", "plain-exp"])
 def test_cpu_exp_blocks_match_float64_and_naive_gradient(fast_exp, monkeypatch):
     # 3,000-element blocks: 3 rows of the 1,000-token vocabulary per block, several per chunk
