@@ -74,6 +74,9 @@ class TrainConfig:
     scale_by_std: bool = _f(True, "divide advantages by the group std (off for dr_grpo)")
     std_floor: float = _f(1e-2, "floor on the group std when scaling")
     min_group_std: float = _f(0.0, "drop groups whose reward std is below this (0 = keep all)")
+    truncated: str = _f(
+        "keep", "answers cut at max_new_tokens: keep | cap (earn at most an ended one) | mask"
+    )
     kl_coef: float = _f(0.04, "KL penalty coefficient (initial value when adaptive)")
     kl_target: float | None = _f(None, "target KL per token: adapt the coefficient (Ziegler)")
     kl_horizon: int = _f(10000, "adaptive KL horizon, in samples")
@@ -156,6 +159,15 @@ class TrainConfig:
         need(
             self.advantage_cap > 0,
             f"advantage_cap={self.advantage_cap}: must be > 0, e.g. 5 (the default)",
+        )
+        need(
+            self.truncated in grpo.TRUNCATION,
+            f"truncated={self.truncated!r}: use one of {list(grpo.TRUNCATION)}",
+        )
+        need(
+            self.truncated == "keep" or not self.ignore_eos,
+            f"truncated={self.truncated!r} with ignore_eos: every answer runs to the cap, so none "
+            "ends; use truncated=keep",
         )
         need(self.judge in ("frozen", "live"), f"judge={self.judge!r}: use frozen or live")
         need(self.ref_quant_bits in (0, 4, 8), f"ref_quant_bits={self.ref_quant_bits}: 0, 4, 8")

@@ -15,8 +15,12 @@ where the group's rewards spread and the key's EMA where they are flat. The KL p
 that of the divergence `kl_direction` names, reverse / forward / symmetric
 (kernels.kl_gradient_term); its value is `kl_estimator`'s estimate of the same divergence
 (kernels.kl_per_token), and every direction's value is measured every call.
+Truncated answers (cut at the token cap, `TRUNCATION`): `keep` scores them as they are; `cap`
+lowers a truncated answer's reward to at most the lowest reward of an answer in its group that
+ended, so running into the cap never pays more than ending; `mask` leaves them out of the loss
+(DAPO's overlong filtering) while they still count in the group's baseline.
 Not implemented: GSPO's sequence-level ratio, value functions / GAE, DAPO's dynamic resampling and
-overlong reward shaping (the trainer may drop groups with `low_variance_groups`). No model code,
+soft overlong penalty (the trainer may drop groups with `low_variance_groups`). No model code,
 no trainer: arrays in, arrays out.
 """
 
@@ -217,6 +221,23 @@ def advantages(
     r = _check_keys(rewards, keys)
     adv = BASELINES[baseline](r, list(keys), state, scale_by_std, std_floor)
     return mx.array(np.clip(adv, -cap, cap))
+
+
+TRUNCATION = ("keep", "cap", "mask")
+
+
+def cap_truncated(rewards, finished) -> tuple[np.ndarray, int]:
+    """(B, G) rewards, (B, G) bool finished -> rewards where each truncated answer's is at most the
+    lowest finite reward of a finished answer in its group, and how many were lowered. A group
+    with no finished answer is left as it is (nothing that ended to compare with); NaN (a failed
+    score) stays NaN."""
+    r = np.array(rewards, dtype=np.float64)
+    done = np.asarray(finished, dtype=bool)
+    if r.shape != done.shape or r.ndim != 2:
+        raise ValueError(f"rewards {r.shape} and finished {done.shape} must be the same (B, G)")
+    ended = np.where(done & np.isfinite(r), r, np.inf).min(axis=1, keepdims=True)  # (B, 1)
+    lower = ~done & np.isfinite(r) & (r > ended)
+    return np.where(lower, ended, r), int(lower.sum())
 
 
 def flatten_groups(

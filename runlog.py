@@ -73,6 +73,7 @@ def step_metrics(b, update_metrics: dict, update_s: float) -> dict:
         "length_max": int(lengths.max()),
         "truncation_rate": float(1.0 - s.finished.mean()),
         "filtered_groups": b.filtered_groups,
+        "capped_truncated": b.capped,
         "judge_failures_step": b.scores.failures,
         "reward_nan": int((~np.isfinite(b.rewards)).sum()),
         "tokens_per_s": float(lengths.sum() / b.rollout_s),

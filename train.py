@@ -59,6 +59,7 @@ class Rollout:
     rollout_s: float
     reward_s: float
     flags: np.ndarray | None = None  # (B*G,) bool: a hack detector fired (routing.py)
+    capped: int = 0  # truncated answers whose reward truncated=cap lowered
 
     @property
     def flat(self) -> list[dict]:
@@ -211,6 +212,10 @@ def rollout(run: Run, step: int) -> Rollout:
     sample, scores = distributed.gather_rollout(sample, scores, run.policy.pad_id)
     t2 = time.perf_counter()
     reward_grid = scores.values.reshape(len(batch), G)
+    finished = np.asarray(sample.finished).reshape(len(batch), G)
+    capped = 0
+    if cfg.truncated == "cap":
+        reward_grid, capped = grpo.cap_truncated(reward_grid, finished)
     keys, state = [r["category"] for r in batch], run.baseline_state
     adv = grpo.advantages(
         cfg.baseline,
@@ -226,8 +231,12 @@ def rollout(run: Run, step: int) -> Rollout:
     if cfg.min_group_std > 0:
         keep = mx.logical_not(grpo.low_variance_groups(reward_grid, cfg.min_group_std))
     adv_flat, mask = grpo.flatten_groups(adv, sample.mask, keep)
+    if cfg.truncated == "mask":  # out of the loss, still in the group's baseline above
+        mask = mask * mx.array(finished.reshape(-1, 1), dtype=mx.float32)
     filtered = 0 if keep is None else int((~np.asarray(keep)).sum())
-    return Rollout(batch, sample, scores, reward_grid, adv_flat, mask, filtered, t1 - t0, t2 - t1)
+    return Rollout(
+        batch, sample, scores, reward_grid, adv_flat, mask, filtered, t1 - t0, t2 - t1, capped=capped
+    )
 
 
 def train_step(r: Run, step: int) -> dict:

@@ -18,6 +18,7 @@ from grpo import (
     LossConfig,
     advantages,
     baseline_update,
+    cap_truncated,
     flatten_groups,
     group_advantages,
     low_variance_groups,
@@ -548,3 +549,17 @@ def test_tree_is_finite():
     assert tree_is_finite({**good, "x": mx.array([1.0, NAN])}).item() is False
     assert tree_is_finite([mx.array([-math.inf])]).item() is False
     assert tree_is_finite({"loss": float("inf")}).item() is False
+
+
+def test_cap_truncated_lowers_to_the_lowest_ended_answer():
+    nan = float("nan")
+    rewards = [[1.0, 3.0, 0.5, nan], [5.0, 4.0, 0.0, 2.0], [nan, 7.0, 2.0, 9.0]]
+    finished = [[True, False, False, False], [False] * 4, [True, True, False, False]]
+    out, n = cap_truncated(rewards, finished)
+    # group 0: the one ended answer earned 1.0, so 3.0 -> 1.0; 0.5 stays; NaN stays NaN.
+    # group 1: nothing ended: unchanged. group 2: the ended NaN is ignored, 7.0 is the floor.
+    want = [[1.0, 1.0, 0.5, nan], [5.0, 4.0, 0.0, 2.0], [nan, 7.0, 2.0, 7.0]]
+    np.testing.assert_array_equal(out, np.array(want))
+    assert n == 2
+    with pytest.raises(ValueError, match="same"):
+        cap_truncated([[1.0, 2.0]], [[True]])

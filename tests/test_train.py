@@ -377,3 +377,48 @@ def test_lora_in_the_top_blocks_only_trains_and_loads_back(tmp_path):
     assert mx.abs(loaded(tokens) - policy.model(tokens)).max().item() <= 1e-5
     with pytest.raises(ValueError, match="lora_layers"):
         tiny_config(tmp_path, lora_layers=-1)
+
+
+@pytest.mark.parametrize("mode", ["keep", "cap", "mask"])
+def test_truncated_answers_are_capped_or_masked(tmp_path, monkeypatch, mode):
+    # The tiny model rarely ends an answer in 6 tokens, so `finished` is set to a known pattern
+    # after sampling; the step must cap those rows' rewards or leave them out of the loss.
+    import dataclasses
+
+    import grpo
+    import policy_update
+
+    pattern = np.array([True, False, False, False, True, False])  # 2 groups of 3
+    real_sample, seen = Gwen.sample_group, []
+
+    def sample(self, *a, **kw):
+        return dataclasses.replace(real_sample(self, *a, **kw), finished=pattern.copy())
+
+    real_update = policy_update.update
+    monkeypatch.setattr(Gwen, "sample_group", sample)
+    monkeypatch.setattr(policy_update, "update", lambda r, b: seen.append(b) or real_update(r, b))
+    cfg = tiny_config(tmp_path, steps=1, truncated=mode, eval_every=0)
+
+    def by_place(prompts, completions, **kw):  # 0, 1, 2 within each group
+        return [float(i % 3) for i in range(len(completions))]
+
+    run_dir = train.run(cfg, policy=tiny_policy(), reward_fn=by_place)
+    (b,) = seen
+    raw = np.asarray(b.scores.values).reshape(2, 3)
+    want, n = grpo.cap_truncated(raw, pattern.reshape(2, 3))
+    np.testing.assert_array_equal(b.rewards, want if mode == "cap" else raw)
+    assert b.capped == (n if mode == "cap" else 0)
+    assert n == 3  # group 0: 1, 2 -> 0 (its ended answer's 0); group 1: 2 -> 1
+    rows = np.asarray(b.mask).sum(axis=1)
+    if mode == "mask":
+        assert (rows[~pattern] == 0).all() and (rows[pattern] > 0).all(), rows
+    else:
+        assert (rows > 0).all(), rows
+    assert metric_rows(run_dir)[0]["capped_truncated"] == b.capped
+
+
+def test_truncated_modes_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="truncated='drop'"):
+        tiny_config(tmp_path, truncated="drop")
+    with pytest.raises(ValueError, match="ignore_eos"):
+        tiny_config(tmp_path, truncated="cap", ignore_eos=True)
