@@ -10,6 +10,9 @@ per second; corr(score, answer length) over all scored answers and how often the
 wins. A reward that gives every answer the same score fails loudly. `--judge-speed` adds the
 rubric's own peers (single pass vs generate-then-parse vs one at a time) and its OOM backoff.
 `--quick --json` prints one object whose `pairwise_accuracy` is the first reward's figures.
+`--probes` adds the broken-text probes (broken_text.py, probe style): each selected pair's better
+answer against its cut-off, shuffled, repeating and filler-padded variants, the share of probes
+per kind where the intact answer scores higher, with n and a 95% Wilson interval.
 """
 
 import argparse
@@ -25,8 +28,10 @@ import backend
 
 import numpy as np
 
+import broken_text
 import diversity
 import rewards
+import stats
 import tasks
 from gwen import Gwen
 from load_weights import LoadError
@@ -126,11 +131,19 @@ def echo_report(pairs: list[dict], score) -> dict:
 
 
 def bench_reward(
-    spec: str, ctx: rewards.RewardContext, pairs: list[dict], echo: bool, scores_out=None
+    spec: str,
+    ctx: rewards.RewardContext,
+    pairs: list[dict],
+    echo: bool,
+    scores_out=None,
+    probes: bool = False,
 ) -> dict:
     """`spec`: a registry spec, or the path of a reward file (YAML, rewards.load_reward_config)."""
     scorer = rewards.build_scorer(reward_components(spec), ctx)
-    return bench_reward_with(scorer, spec, pairs, echo, scores_out)
+    out = bench_reward_with(scorer, spec, pairs, echo, scores_out)
+    if probes:
+        out["probes"] = probe_report(scorer, pairs)
+    return out
 
 
 def reward_components(spec: str) -> list:
@@ -174,6 +187,39 @@ def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_o
     out["seconds"] = seconds
     if echo:
         out["echo"] = echo_report(pairs, score)
+    return out
+
+
+def probe_report(scorer, pairs: list[dict], seed: int = 0) -> dict:
+    """Broken-text probes of `pairs`' better answers: per kind, the share where the intact
+    answer scores above its variant (a tie or a failed score counts 0.5), with n and a Wilson
+    interval of the strict wins. Each intact answer is scored once."""
+    probes = broken_text.broken_pairs(
+        pairs, broken_text.KINDS, "probe", seed, per_pair=len(broken_text.KINDS)
+    )
+    if not probes:
+        raise rewards.RewardError(
+            f"no pair has a better answer of >= {broken_text.MIN_WORDS} words to break"
+        )
+    items = {}  # (prompt, answer, category) -> index: intact answers repeat across kinds
+    for p in probes:
+        for k in ("better", "worse"):
+            items.setdefault((p["prompt"], p[k], p["category"]), len(items))
+    keys = list(items)
+    s = scorer([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]).values
+    scores = np.array([s[items[(p["prompt"], p[k], p["category"])]] for p in probes
+                       for k in ("better", "worse")], dtype=np.float64)  # fmt: skip
+    credit = pair_credit(scores)
+    out = {}
+    for kind in broken_text.KINDS:
+        c = credit[[p["kind"] == f"broken_{kind}" for p in probes]]
+        wins = int((c == 1.0).sum())
+        out[kind] = {
+            "accuracy": float(c.mean()),
+            "n": int(c.size),
+            "wins": wins,
+            "ci95": list(stats.wilson(wins, int(c.size))),
+        }
     return out
 
 
@@ -247,7 +293,7 @@ def run(a) -> dict:
     sink = open(a.scores_out, "w") if a.scores_out else None  # noqa: SIM115
     try:
         out["rewards"] = {
-            spec: bench_reward(spec, ctx, pairs, echo=not a.quick, scores_out=sink)
+            spec: bench_reward(spec, ctx, pairs, echo=not a.quick, scores_out=sink, probes=a.probes)
             for spec in a.reward
         }
     finally:
@@ -283,6 +329,9 @@ def main(argv=None) -> int:
     p.add_argument("--group-size", type=int, default=8, help="candidates per prompt when timing")
     p.add_argument("--trials", type=int, default=2, help="speed trials per peer (median)")
     p.add_argument("--quick", action="store_true", help="accuracy only (no echo checks)")
+    p.add_argument(
+        "--probes", action="store_true", help="also the broken-text probes (cut, shuffled, ...)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--scores-out", metavar="FILE", help="write every answer's score as JSONL")
     a = p.parse_args(argv)
@@ -317,6 +366,11 @@ def main(argv=None) -> int:
             print(f"  {group}: " + ", ".join(f"{k} {v:.3f}" for k, v in r[group].items()))
         if "echo" in r:
             print(f"  echo wins {r['echo']['echo_wins']} of {r['echo']['n_prompts']} prompts")
+        if "probes" in r:
+            print("  intact over broken: " + ", ".join(
+                f"{k} {v['accuracy']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] (n {v['n']})"
+                for k, v in r["probes"].items()
+            ))  # fmt: skip
     if "judge_speed" in out:
         print(json.dumps(out["judge_speed"]))
     return 0

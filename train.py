@@ -235,7 +235,16 @@ def rollout(run: Run, step: int) -> Rollout:
         mask = mask * mx.array(finished.reshape(-1, 1), dtype=mx.float32)
     filtered = 0 if keep is None else int((~np.asarray(keep)).sum())
     return Rollout(
-        batch, sample, scores, reward_grid, adv_flat, mask, filtered, t1 - t0, t2 - t1, capped=capped
+        batch,
+        sample,
+        scores,
+        reward_grid,
+        adv_flat,
+        mask,
+        filtered,
+        t1 - t0,
+        t2 - t1,
+        capped=capped,
     )
 
 

@@ -12,7 +12,10 @@ group pairs of similar length (less padding), in a seeded order. The best valida
 weights are saved atomically to --out (reward_model.load reads them back), with the base model,
 the data file's hash, the metrics and train_log.jsonl (every step). Resumable state, the log and
 TensorBoard events (tb/, unless --no-tensorboard) live in --work (default runs/rm/<out name>;
---resume continues it exactly). Not a GRPO trainer.
+--resume continues it exactly). `--broken-negatives N` adds, to the train and val splits, N
+broken variants of each better answer (broken_text.py, training style: cut off, shuffled,
+repeating, filler-padded) as the worse answer; `--init FOLDER` starts from a trained reward
+model's weights. Not a GRPO trainer.
 
   uv run python train_rm.py --model smollm2-135m --pairs data/rm_pairs.jsonl --steps 300
 """
@@ -38,6 +41,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tqdm import tqdm
 
+import broken_text
 import checkpoint
 import distributed
 import reward_model
@@ -79,6 +83,10 @@ class RMTrainConfig:
     seed: int = _f(0, "seed for data order and LoRA init")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
     tensorboard: bool = _f(True, "TensorBoard events in WORK/tb (tensorboard --logdir runs)")
+    broken_negatives: int = _f(
+        0, "add N broken variants (cut, shuffled, repeat, filler) of each better answer as worse"
+    )
+    init: str | None = _f(None, "start from this reward-model folder's weights (same config)")
 
     def __post_init__(self):
         for name in ("steps", "batch_pairs", "eval_every"):
@@ -88,6 +96,13 @@ class RMTrainConfig:
             raise ValueError(f"val_limit={self.val_limit} must be >= 1 (or left out: all)")
         if not self.lr > 0 or self.warmup_steps < 0 or self.center_coef < 0:
             raise ValueError("lr must be > 0; warmup_steps and center_coef >= 0")
+        kinds = len(broken_text.KINDS)
+        if not 0 <= self.broken_negatives <= kinds:
+            raise ValueError(f"broken_negatives={self.broken_negatives}: use 0..{kinds}")
+        if self.broken_negatives and self.labels:
+            raise ValueError(
+                "broken_negatives makes preference pairs: it needs --pairs, not --labels"
+            )
 
     def data_path(self) -> str:
         return self.labels or self.pairs
@@ -208,6 +223,22 @@ class LabelData:
         return float(np.mean(correct)), float(np.mean(losses))
 
 
+def start_from(rm, folder: str) -> None:
+    """Copy the trained weights of the reward model in `folder` into `rm`, whose build settings
+    must equal that folder's (ValueError naming the differing fields)."""
+    init = reward_model.load(folder, merge=False)
+    keep = ("base_model", "tokenizer_sha256", "extra")
+    mine = {k: v for k, v in dataclasses.asdict(rm.config).items() if k not in keep}
+    theirs = {k: v for k, v in dataclasses.asdict(init.config).items() if k not in keep}
+    differ = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+    if differ or rm.config.tokenizer_sha256 != init.config.tokenizer_sha256:
+        raise LoadError(
+            f"--init {folder}: its settings differ from this run's (this run, the folder): "
+            f"{differ or 'tokenizer'}; pass the folder's settings (its rm_config.json)"
+        )
+    rm.load_weights(list(reward_model.trained_weights(init).items()), strict=False)
+
+
 def load_data(cfg, rm) -> tuple[dict, object, object]:
     """(split counts, train data, val data) for pairs (--pairs) or labelled answers (--labels)."""
     if cfg.labels:
@@ -217,6 +248,11 @@ def load_data(cfg, rm) -> tuple[dict, object, object]:
         records = load_pairs(cfg.pairs)
         make = lambda recs: PairData(rm, recs, cfg.margin)  # noqa: E731
     splits = split_records(records)
+    if cfg.broken_negatives:  # training-style variants; the probes (bench_judge) use others
+        for name in ("train", "val"):
+            splits[name] += broken_text.broken_pairs(
+                splits[name], broken_text.KINDS, "train", cfg.seed, cfg.broken_negatives
+            )
     if not splits["train"]:
         raise DataError(f"{cfg.data_path()}: no record has split 'train'; nothing to train on")
     counts = {k: len(v) for k, v in splits.items()}
@@ -232,6 +268,8 @@ class Trainer:
         check_data(cfg)  # a bad file fails here, before any model work
         mx.random.seed(cfg.seed)
         self.rm = reward_model.build(cfg.rm_config(), backend.parse_dtype(cfg.dtype))
+        if cfg.init:
+            start_from(self.rm, cfg.init)
         self.counts, self.train_data, self.val_data = load_data(cfg, self.rm)
         warm = max(cfg.warmup_steps, 1)
         schedule = optim.join_schedules(

@@ -73,3 +73,26 @@ def test_a_constant_reward_fails_loudly(tmp_path):
     assert spec_scorer(["q"], ["a"], ["control"]).values.tolist() == [0.5]
     with pytest.raises(rewards.RewardError, match="same score"):
         B.bench_reward_with(spec_scorer, "const", pairs, echo=False)
+
+
+def test_probe_report_per_kind_with_intervals():
+    # A reward that counts full stops: the intact answer (3 sentences) beats its cut-off variant
+    # (fewer), loses to the repeating and filler-padded ones (more). Each answer is scored once.
+    import broken_text
+    import stats
+
+    intact = "First point is here. Second point is there. Third one ends it."
+    pairs = [pair(i, intact, "w") for i in range(5)]
+    calls = []
+
+    def dots(prompts, completions, **kw):
+        calls.append(len(completions))
+        return [float(c.count(".")) + 0.01 * c.endswith(".") for c in completions]
+
+    r = B.probe_report(rewards.scorer_from_fn(dots), pairs)
+    assert set(r) == set(broken_text.KINDS)
+    assert all(v["n"] == 5 for v in r.values())
+    assert r["cut"]["accuracy"] == 1.0 and r["cut"]["wins"] == 5
+    assert r["repeat"]["accuracy"] == 0.0 and r["filler"]["accuracy"] == 0.0
+    assert r["cut"]["ci95"] == pytest.approx(list(stats.wilson(5, 5)))
+    assert calls == [5 + 5 * 4]  # 5 distinct prompts' intact answers + 20 variants, one call

@@ -174,9 +174,10 @@ def test_frozen_trunk_gives_the_same_logprobs_and_gradients(T):
 def test_head_gradient_only_where_the_head_trains(full):
     # A trained (tied) head gets d/dweight through the LM head; a frozen one is skipped. The
     # gradients equal those of the naive full-vocabulary log-softmax either way.
-    import kernels
     from mlx.nn import value_and_grad
     from mlx.utils import tree_flatten
+
+    import kernels
 
     model = tiny_model(LLAMA, seed=4) if full else _lora_top(LLAMA, top=1)
     assert gwen_mod.head_trains(model) == full

@@ -19,6 +19,7 @@ import lora
 import reward_model
 import tblog
 import train_rm
+from load_weights import LoadError
 
 
 @pytest.fixture(scope="module")
@@ -294,3 +295,37 @@ def test_reward_model_component_floors_echoes_of_the_prompt(base, tmp_path):
     # the first answer has the prompt's words: an echo, floored; the second is untouched
     assert got_on[0] == rewards.ECHO_SCORE and got_off[0] != rewards.ECHO_SCORE
     assert got_on[1] == got_off[1]
+
+
+def test_broken_negatives_and_init(base, tmp_path):
+    long = "t5 t5 t5 t5 t5 t5 t5 t5 t5."  # 9 words: long enough to break
+    path = tmp_path / "pairs.jsonl"
+    rows = [
+        {"id": f"p{i}", "criterion": "scrutiny", "category": "control", "prompt": f"t{20 + i}",
+         "better": long, "worse": "t6 t6", "split": "train" if i < 6 else "val"}
+        for i in range(9)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    common = dict(
+        model=base, pairs=str(path), steps=2, batch_pairs=4, lora_rank=4, lora_alpha=8.0,
+        max_prompt_tokens=8, eval_every=1, tensorboard=False,
+    )  # fmt: skip
+    cfg = train_rm.RMTrainConfig(
+        **common, out=str(tmp_path / "rm"), work=str(tmp_path / "w"), broken_negatives=2
+    )
+    out = train_rm.train(cfg)
+    saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
+    assert saved["extra"]["split_counts"] == {"train": 6 + 12, "val": 3 + 6, "test": 0}
+    # --init: the trained weights are copied before any step; other settings are refused
+    start = train_rm.Trainer(
+        train_rm.RMTrainConfig(**common, out=str(tmp_path / "b"), init=str(out))
+    )
+    want = reward_model.trained_weights(reward_model.load(out, merge=False))
+    got = reward_model.trained_weights(start.rm)
+    assert want.keys() == got.keys()
+    assert all(mx.array_equal(want[k], got[k]).item() for k in want)
+    other = train_rm.RMTrainConfig(**{**common, "lora_rank": 2}, init=str(out))
+    with pytest.raises(LoadError, match="lora_rank"):
+        train_rm.Trainer(other)
+    with pytest.raises(ValueError, match="broken_negatives=5"):
+        train_rm.RMTrainConfig(**common, broken_negatives=5)

@@ -44,7 +44,9 @@ def main(argv=None) -> int:
                 1,
                 a.max_tokens,
                 temp,
-                seed=[1000 * m + i + (0 if a.seed == 7 else 100 * a.seed) for i in range(len(chosen))],
+                seed=[
+                    1000 * m + i + (0 if a.seed == 7 else 100 * a.seed) for i in range(len(chosen))
+                ],
             )
             for r, text, fin in zip(chosen, s.texts, s.finished, strict=True):
                 out.append(
