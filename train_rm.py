@@ -239,6 +239,12 @@ def start_from(rm, folder: str) -> None:
     rm.load_weights(list(reward_model.trained_weights(init).items()), strict=False)
 
 
+def interleave(a: list, b: list) -> list:
+    """a[0], b[0], a[1], b[1], ...; the longer list's rest at the end."""
+    out = [x for pair in zip(a, b, strict=False) for x in pair]
+    return out + a[len(b) :] + b[len(a) :]
+
+
 def load_data(cfg, rm) -> tuple[dict, object, object]:
     """(split counts, train data, val data) for pairs (--pairs) or labelled answers (--labels)."""
     if cfg.labels:
@@ -250,9 +256,10 @@ def load_data(cfg, rm) -> tuple[dict, object, object]:
     splits = split_records(records)
     if cfg.broken_negatives:  # training-style variants; the probes (bench_judge) use others
         for name in ("train", "val"):
-            splits[name] += broken_text.broken_pairs(
+            extra = broken_text.broken_pairs(
                 splits[name], broken_text.KINDS, "train", cfg.seed, cfg.broken_negatives
             )
+            splits[name] = interleave(splits[name], extra)  # --val-limit keeps both kinds
     if not splits["train"]:
         raise DataError(f"{cfg.data_path()}: no record has split 'train'; nothing to train on")
     counts = {k: len(v) for k, v in splits.items()}
