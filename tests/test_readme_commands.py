@@ -168,6 +168,15 @@ CASES = {
     "uv run python train.py --reward-fn my_rewards.py:shout": Case(
         add=f"--steps 1 {SMALL} --run-name fn", check=metrics_lines("fn", 1)
     ),
+    "uv run python bench_judge.py --probes --quick": Case(
+        add="--limit 3", check=out_has("intact over broken")
+    ),
+    "uv run python train_rm.py --init models/rm-smollm2-135m --broken-negatives 1 --train-layers 8 "
+    "--steps 160 --lr 1e-4 --warmup-steps 10 --eval-every 40 --val-limit 160 --out models/my-rm2": Case(
+        sub={"--steps 160": "--steps 1", "--val-limit 160": "--val-limit 4"},
+        add="--no-tensorboard",
+        check=run_file("models/my-rm2/rm_config.json"),
+    ),  # fmt: skip
     "uv run python bench_judge.py --reward rm:models/my-rm --reward rubric": Case(
         add="--limit 2 --quick", needs=(RM,), check=out_has("rm:models/my-rm")
     ),
