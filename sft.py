@@ -64,7 +64,7 @@ class SFTConfig:
     lora_layers: int = _f(0, "adapters in the top N blocks only (0 = all)")
     val_fraction: float = _f(0.15, "share of each category's prompts held out for validation")
     eval_every: int = _f(0, "validation loss every N steps (0 = at the end of each epoch)")
-    max_answer_tokens: int = _f(96, "answers longer than this (EOS included) are refused")
+    max_answer_tokens: int = _f(80, "answers longer than this (EOS included) are refused")
     seed: int = _f(0, "seed for the split, data order and LoRA init")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
