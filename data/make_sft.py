@@ -11,7 +11,7 @@ number. falseqa.jsonl takes N rebuttals and N plain answers from ../shared/datas
 here, never committed: it states no license), none of them among the rows the grader trains or
 validates on (train_grader.build_data). Deterministic: the same inputs give the same bytes.
 
-Run from the repo root:  uv run python data/make_sft.py [--falseqa 150]
+Run from the repo root:  uv run python data/make_sft.py [--falseqa 150] [--out DIR]
 """
 
 import argparse
@@ -155,6 +155,7 @@ def falseqa_records(n: int, seed: int) -> list[dict]:
 
 
 def write(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
 
 
@@ -162,6 +163,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Build data/sft/ for sft.py.")
     p.add_argument("--falseqa", type=int, default=0, help="also write N + N FalseQA records")
     p.add_argument("--seed", type=int, default=0, help="seed of the FalseQA draw")
+    p.add_argument("--out", type=Path, default=OUT, help="output folder (default data/sft)")
     a = p.parse_args(argv)
     try:
         records = written_records()
@@ -169,12 +171,12 @@ def main(argv=None) -> int:
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write(OUT / "written.jsonl", records)
+    write(a.out / "written.jsonl", records)
     counts = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
-    print(f"wrote {OUT / 'written.jsonl'}: {len(records)} records {counts}")
+    print(f"wrote {a.out / 'written.jsonl'}: {len(records)} records {counts}")
     if extra:
-        write(OUT / "falseqa.jsonl", extra)
-        print(f"wrote {OUT / 'falseqa.jsonl'}: {len(extra)} records (not for the repository)")
+        write(a.out / "falseqa.jsonl", extra)
+        print(f"wrote {a.out / 'falseqa.jsonl'}: {len(extra)} records (not for the repository)")
     return 0
 
 

@@ -2,7 +2,12 @@
 prompt-disjoint split, checkpoints that load through load_weights (and take GRPO's LoRA on top),
 and bad data refused with one line before any model work."""
 
+import importlib
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import backend  # noqa: F401
 
@@ -15,6 +20,11 @@ from mlx.utils import tree_flatten
 import lora
 import sft
 from load_weights import load, resolve
+from prompts import load_sft
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package
+make_sft = importlib.import_module("make_sft")
 
 
 def test_answer_mask_by_hand():
@@ -214,3 +224,40 @@ def test_bad_settings_are_refused_before_any_work(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: val_fraction=1.5")
     assert sft.main(["--data", str(tmp_path / "missing.jsonl")]) == 2
     assert "make_sft.py" in capsys.readouterr().err
+
+
+def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
+    """data/make_sft.py gives the shipped written.jsonl whatever the hash seed; it loads, and has
+    as many true-premise answers as corrections."""
+    shipped = (ROOT / "data/sft/written.jsonl").read_bytes()
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        cmd = [sys.executable, str(ROOT / "data/make_sft.py"), "--out", str(out)]
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
+        assert (out / "written.jsonl").read_bytes() == shipped
+    cats = [r["category"] for r in load_sft(ROOT / "data/sft/written.jsonl")]
+    assert cats.count("false_premise") == cats.count("control") > 100
+    assert set(cats) == set(sft.CATEGORIES) and len(cats) > 200
+
+
+def test_builder_refuses_eval_prompts_grader_text_and_long_answers():
+    prompts = {"fp-1": {"category": "false_premise", "prompt": "Why is the Moon made of cheese?"}}
+    grader_answer = "the moon is made of rock and dust not cheese at all as samples show"
+    grader = (set(), set(), make_sft.runs(grader_answer))
+    banned = {make_sft.norm(prompts["fp-1"]["prompt"])}
+
+    def problems(answer, category="false_premise", banned=frozenset()):
+        return make_sft.check_entry("fp-1", category, answer, prompts, banned, grader)
+
+    ok = "The Moon is rock, not cheese."
+    assert problems(ok) == []
+    cases = [
+        (problems(ok, banned=banned), "evaluation file"),
+        (problems(ok, category="control"), "listed under control"),
+        (problems(grader_answer.capitalize() + "."), "grader answer"),  # a 10-word run shared
+        (problems("word " * 70 + "end."), "over 65"),
+        (problems("It ends mid"), "end a sentence"),
+    ]
+    for found, words in cases:
+        assert len(found) == 1 and words in found[0], (words, found)
