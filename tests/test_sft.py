@@ -172,6 +172,11 @@ def test_checkpoint_loads_through_the_resolver_with_the_same_logits(tmp_path, ba
     assert mx.abs(loaded(tokens) - want).max().item() > 1e-3
     with lora.adapters_disabled(loaded):
         assert mx.abs(loaded(tokens) - want).max().item() <= 1e-5
+    grpo = tmp_path / "grpo_step"  # a GRPO LoRA checkpoint whose base is the SFT run
+    lora.save_adapters(loaded, grpo, 2, 4.0, ["o_proj", "q_proj"])
+    (grpo / "train_config.json").write_text(json.dumps({"model": str(run.run_dir)}))
+    both, _ = load(str(grpo), mx.float32)  # SFT merged into the base, then GRPO's merged too
+    assert mx.abs(both(tokens) - loaded(tokens)).max().item() <= 1e-5
     sft.save_best(run, 5, {"val_loss": 0.5})  # a better step replaces the older checkpoint
     assert [p.name for p in (run.run_dir / "checkpoints").iterdir()] == ["step_000005"]
 
