@@ -232,48 +232,33 @@ class SFTRun:
     counts: dict
 
 
-def build(cfg: SFTConfig) -> SFTRun:
-    """Data read and split (a bad file fails here, before the model loads), the model loaded
-    with fresh adapters, the examples encoded and checked against --max-answer-tokens."""
-    records = load_data(cfg.data_files())
-    train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
-    mx.random.seed(cfg.seed)  # LoRA's A matrices
-    model, tokenizer = load(cfg.model, backend.parse_dtype(cfg.dtype))
-    if tokenizer.eos_token_id is None:
-        raise LoadError(f"{cfg.model}: the tokenizer names no EOS token to end the answers with")
+def add_adapters(model, cfg: SFTConfig) -> int:
+    """apply_lora per cfg (the top --lora-layers blocks, or all); the trainable count."""
     n_layers = len(model.layers)
     if cfg.lora_layers > n_layers:
         raise LoadError(f"--lora-layers {cfg.lora_layers} > the {n_layers} blocks of {cfg.model}")
     layers = list(range(n_layers - cfg.lora_layers, n_layers)) if cfg.lora_layers else None
     lc = cfg.lora_config()
     try:
-        n_params = lora.apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], layers)
+        return lora.apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], layers)
     except ValueError as e:  # targets the model does not have
         raise LoadError(f"--lora-targets {cfg.lora_targets}: {e}") from e
-    model.train()
 
-    def enc(recs):
-        out = [encode(tokenizer, r["prompt"], r["answer"]) for r in recs]
-        for r, (tokens, p) in zip(recs, out, strict=True):
-            if len(tokens) - p > cfg.max_answer_tokens:
-                raise DataError(
-                    f"record {r['id']!r}: its answer is {len(tokens) - p} tokens with EOS, over "
-                    f"--max-answer-tokens {cfg.max_answer_tokens}; shorten it or raise the limit"
-                )
-        return out
 
-    train, val = enc(train_recs), enc(val_recs)
-    counts = {
-        "records": len(records),
-        "train_records": len(train),
-        "val_records": len(val),
-        "train_prompts": len({r["prompt_id"] for r in train_recs}),
-        "val_prompts": len({r["prompt_id"] for r in val_recs}),
-        "train_answer_tokens": int(sum(len(t) - p for t, p in train)),
-        "val_answer_tokens": int(sum(len(t) - p for t, p in val)),
-        "trainable_params": int(n_params),
-    }
-    steps = total_steps(cfg, len(train))
+def encode_all(tokenizer, records: list[dict], max_answer_tokens: int) -> list:
+    """[(tokens, prompt_len)] of the records; an answer over max_answer_tokens is a DataError."""
+    out = [encode(tokenizer, r["prompt"], r["answer"]) for r in records]
+    for r, (tokens, p) in zip(records, out, strict=True):
+        if len(tokens) - p > max_answer_tokens:
+            raise DataError(
+                f"record {r['id']!r}: its answer is {len(tokens) - p} tokens with EOS, over "
+                f"--max-answer-tokens {max_answer_tokens}; shorten it or raise the limit"
+            )
+    return out
+
+
+def make_optimizer(cfg: SFTConfig, model, steps: int):
+    """AdamW over the adapters: linear warm-up from lr/100, then cosine decay to lr/10."""
     warm = max(cfg.warmup_steps, 1)
     schedule = optim.join_schedules(
         [
@@ -284,7 +269,36 @@ def build(cfg: SFTConfig) -> SFTRun:
     )
     optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
     optimizer.init(model.trainable_parameters())
+    return optimizer
+
+
+def build(cfg: SFTConfig) -> SFTRun:
+    """Data read and split and the run folder checked (a bad file fails here, before the model
+    loads), then the model loaded with fresh adapters and the examples encoded."""
+    records = load_data(cfg.data_files())
+    train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
     run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())
+    if (run_dir / "metrics.jsonl").exists():
+        raise FileExistsError(f"{run_dir} already holds a run; choose another --run-name")
+    mx.random.seed(cfg.seed)  # LoRA's A matrices
+    model, tokenizer = load(cfg.model, backend.parse_dtype(cfg.dtype))
+    if tokenizer.eos_token_id is None:
+        raise LoadError(f"{cfg.model}: the tokenizer names no EOS token to end the answers with")
+    n_params = add_adapters(model, cfg)
+    model.train()
+    train = encode_all(tokenizer, train_recs, cfg.max_answer_tokens)
+    val = encode_all(tokenizer, val_recs, cfg.max_answer_tokens)
+    counts = {
+        "records": len(records),
+        "train_records": len(train),
+        "val_records": len(val),
+        "train_prompts": len({r["prompt_id"] for r in train_recs}),
+        "val_prompts": len({r["prompt_id"] for r in val_recs}),
+        "train_answer_tokens": int(sum(len(t) - p for t, p in train)),
+        "val_answer_tokens": int(sum(len(t) - p for t, p in val)),
+        "trainable_params": int(n_params),
+    }
+    optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
     return SFTRun(cfg, run_dir, model, tokenizer, optimizer, train, val, counts)
 
 
@@ -333,8 +347,6 @@ def train(cfg: SFTConfig) -> dict:
 def fit(run: SFTRun) -> dict:
     """The loop: steps over seeded epochs, validation, the best checkpoint kept; the summary."""
     cfg = run.cfg
-    if (run.run_dir / "metrics.jsonl").exists():
-        raise FileExistsError(f"{run.run_dir} already holds a run; choose another --run-name")
     run.run_dir.mkdir(parents=True, exist_ok=True)
     (run.run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     log = runlog.MetricsLog(run.run_dir / "metrics.jsonl")
