@@ -17,9 +17,11 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
+import checkpoint
 import lora
 import sft
-from load_weights import load, resolve
+import train
+from load_weights import load, load_lora, resolve
 from prompts import load_sft
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,11 +174,19 @@ def test_checkpoint_loads_through_the_resolver_with_the_same_logits(tmp_path, ba
     assert mx.abs(loaded(tokens) - want).max().item() > 1e-3
     with lora.adapters_disabled(loaded):
         assert mx.abs(loaded(tokens) - want).max().item() <= 1e-5
-    grpo = tmp_path / "grpo_step"  # a GRPO LoRA checkpoint whose base is the SFT run
-    lora.save_adapters(loaded, grpo, 2, 4.0, ["o_proj", "q_proj"])
-    (grpo / "train_config.json").write_text(json.dumps({"model": str(run.run_dir)}))
-    both, _ = load(str(grpo), mx.float32)  # SFT merged into the base, then GRPO's merged too
-    assert mx.abs(both(tokens) - loaded(tokens)).max().item() <= 1e-5
+    # GRPO from the SFT run (train.py --model RUN_DIR --lora-rank 2): its checkpoint loads with
+    # both levels merged, and with GRPO's adapters off it is the SFT model.
+    cfg = train.TrainConfig(
+        model=str(run.run_dir), steps=1, prompts_per_step=2, group_size=2, max_new_tokens=4,
+        lora_rank=2, lora_alpha=4.0, lr=1e-2, warmup_steps=1, out_dir=str(tmp_path / "grpo"),
+        run_name="g", tensorboard=False, dtype="float32",
+    )  # fmt: skip
+    grpo_dir = train.run(cfg, reward_fn=lambda prompts, completions, **kw: [0.0, 1.0] * 2)
+    both, _ = load(str(grpo_dir), mx.float32)
+    assert not lora.adapters_of(both) and mx.abs(both(tokens) - want).max().item() > 1e-4
+    grpo_model, _ = load_lora(checkpoint.latest(grpo_dir), dtype=mx.float32, merge=False)
+    with lora.adapters_disabled(grpo_model):
+        assert mx.abs(grpo_model(tokens) - want).max().item() <= 1e-5
     sft.save_best(run, 5, {"val_loss": 0.5})  # a better step replaces the older checkpoint
     assert [p.name for p in (run.run_dir / "checkpoints").iterdir()] == ["step_000005"]
 
