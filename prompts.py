@@ -4,9 +4,10 @@
 `{"id", "category", "prompt", "source"}` object per line); `load_judge_pairs` reads
 `data/judge_pairs.jsonl`; `load_pairs` reads the same pair schema with the optional `source`,
 `kind` and `split` of `data/rm_pairs.jsonl`; `load_pushback_labels` reads
-`data/pushback_labels.jsonl`. Each checks the whole file first and raises `DataError` naming the
-file, the 1-based line and the fix, so a bad file fails before training starts. `PromptStream`
-serves training prompts in a seeded order per epoch with a resumable cursor. This module does
+`data/pushback_labels.jsonl`; `load_sft` reads the supervised answers of `data/sft/`. Each
+checks the whole file first and raises `DataError` naming the file, the 1-based line and the
+fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
+seeded order per epoch with a resumable cursor. This module does
 not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
 imports no model code.
 """
@@ -46,6 +47,7 @@ PAIR_KINDS = (
     "curiosity_substance",  # worse is as long and as enthusiastic but has no reasons or links
 )
 PUSHBACK_FIELDS = ("id", "prompt", "category", "answer", "kind", "split")
+SFT_FIELDS = ("id", "prompt_id", "category", "prompt", "answer")
 # Answer kinds of data/pushback_labels.jsonl and whether each counts as pushback (the answer
 # disputes, rejects or flags the prompt, or declines it).
 PUSHBACK_KINDS = {
@@ -209,6 +211,24 @@ def load_pairs(path) -> list[dict]:
     return _load_jsonl(
         path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
     )
+
+
+def load_sft(path) -> list[dict]:
+    """Supervised (prompt, answer) records (sft.py, data/sft/): each line `{"id", "prompt_id",
+    "category", "prompt", "answer"}`, all non-empty strings, category in CATEGORIES, ids unique;
+    a prompt_id may carry several answers but always the same prompt text. Raises DataError."""
+    texts = {}  # prompt_id -> its prompt text, from the first line that names it
+
+    def check(record):
+        text = record["prompt"].strip()
+        if texts.setdefault(record["prompt_id"], text) != text:
+            return [
+                f"prompt_id {record['prompt_id']!r} has a different prompt text than on an "
+                "earlier line; one prompt_id names one prompt"
+            ]
+        return []
+
+    return _load_jsonl(path, SFT_FIELDS, {"category": CATEGORIES}, unique_text=(), check=check)
 
 
 def load_pushback_labels(path) -> list[dict]:

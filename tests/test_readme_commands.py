@@ -150,6 +150,12 @@ CASES = {
         add="--val-limit 4 --no-tensorboard",
         check=run_file("models/my-rm/rm_config.json"),
     ),  # fmt: skip
+    "uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2 "
+    "--run-name warm": Case(
+        sub={"--epochs 2": "--epochs 1 --steps 1 --batch-size 2 --val-fraction 0.01"},
+        add="--json",
+        check=run_file("runs/sft/warm/checkpoints/step_000001/adapters.safetensors"),
+    ),  # fmt: skip
     "uv run python train.py --reward rm:models/my-rm --steps 30": Case(
         sub={"--steps 30": "--steps 1"},
         add=f"{SMALL} --run-name rm1",

@@ -1,0 +1,184 @@
+"""Write data/sft/written.jsonl (and, with --falseqa N, data/sft/falseqa.jsonl) for sft.py.
+
+written.jsonl holds the answers of data/sft/answers.yaml, written for this set, one per training
+prompt of data/prompts.jsonl, as {"id", "prompt_id", "category", "prompt", "answer"} records.
+Before writing, every entry is checked: the prompt is a training prompt of its section's category
+and appears in no evaluation file (data/eval.jsonl, data/eval_external.jsonl, data/gold/); the
+evaluation grader's data never holds that prompt nor shares a 10-word run with the answer
+(data/grader/written.jsonl, data/grader/policy_answers*.jsonl, data/pushback_labels.jsonl); the
+answer is at most 65 words and ends a sentence; corrections and true-premise answers are equal in
+number. falseqa.jsonl takes N rebuttals and N plain answers from ../shared/datasets/falseqa (read
+here, never committed: it states no license), none of them among the rows the grader trains or
+validates on (train_grader.build_data). Deterministic: the same inputs give the same bytes.
+
+Run from the repo root:  uv run python data/make_sft.py [--falseqa 150] [--out DIR]
+"""
+
+import argparse
+import csv
+import glob
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # prompts.py and train_grader.py are at the root
+
+from prompts import CATEGORIES, DataError, load_prompts  # noqa: E402
+
+OUT = ROOT / "data" / "sft"
+SHARED = ROOT.parent / "shared" / "datasets"
+MAX_WORDS = 65
+SHARED_RUN = 10  # words in a row an answer may not share with any grader answer
+EVAL_FILES = ("data/eval.jsonl", "data/eval_external.jsonl", "data/gold/answers.jsonl")
+GRADER_FILES = ("data/grader/written.jsonl", "data/pushback_labels.jsonl")
+GRADER_GLOB = "data/grader/policy_answers*.jsonl"
+ENDS = re.compile(r"[.!?][\"')]?$")
+
+
+def norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def runs(text: str, n: int = SHARED_RUN) -> set:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def grader_texts() -> tuple[set, set, set]:
+    """(prompts, answers, 10-word runs of answers) of the grader's own data files."""
+    files = [ROOT / f for f in GRADER_FILES] + sorted(map(Path, glob.glob(str(ROOT / GRADER_GLOB))))
+    prompts, answers, shared = set(), set(), set()
+    for path in files:
+        for r in _jsonl(path):
+            prompts.add(norm(r["prompt"]))
+            if r.get("answer"):
+                answers.add(norm(r["answer"]))
+                shared |= runs(r["answer"])
+    return prompts, answers, shared
+
+
+def eval_prompts() -> set:
+    return {norm(r["prompt"]) for f in EVAL_FILES for r in _jsonl(ROOT / f)}
+
+
+def check_entry(pid, cat, answer, prompts, banned, grader) -> list[str]:
+    """Problems with one answers.yaml entry (empty if fine)."""
+    g_prompts, g_answers, g_runs = grader
+    if pid not in prompts:
+        return [f"{pid} is not a prompt id of data/prompts.jsonl"]
+    rec, problems = prompts[pid], []
+    if rec["category"] != cat:
+        problems.append(f"{pid} is a {rec['category']} prompt, listed under {cat}")
+    if norm(rec["prompt"]) in banned:
+        problems.append(f"{pid}: its prompt is in an evaluation file; pick a training-only prompt")
+    if norm(rec["prompt"]) in g_prompts:
+        problems.append(f"{pid}: the grader's data holds this prompt; pick another")
+    if not isinstance(answer, str) or not answer.strip():
+        return problems + [f"{pid}: the answer is empty"]
+    words = len(answer.split())
+    if words > MAX_WORDS:
+        problems.append(f"{pid}: {words} words, over {MAX_WORDS}; the policy writes ~80 tokens")
+    if not ENDS.search(answer.strip()):
+        problems.append(f"{pid}: the answer must end a sentence (. ! or ?)")
+    if norm(answer) in g_answers or runs(answer) & g_runs:
+        problems.append(f"{pid}: shares text with a grader answer; write it afresh")
+    return problems
+
+
+def written_records() -> list[dict]:
+    """answers.yaml checked and turned into records (DataError listing every problem)."""
+    source = OUT / "answers.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or set(data) - set(CATEGORIES):
+        raise DataError(f"{source}: top-level keys must be categories {CATEGORIES}")
+    prompts = {r["id"]: r for r in load_prompts(ROOT / "data" / "prompts.jsonl")}
+    banned, grader = eval_prompts(), grader_texts()
+    records, problems, seen = [], [], {}
+    for cat in CATEGORIES:
+        for pid, answer in (data.get(cat) or {}).items():
+            problems += check_entry(pid, cat, answer, prompts, banned, grader)
+            if norm(str(answer)) in seen:
+                problems.append(f"{pid}: same answer as {seen[norm(str(answer))]}")
+            seen[norm(str(answer))] = pid
+            if pid in prompts:
+                records.append(
+                    {"id": f"sft-{pid}", "prompt_id": pid, "category": cat,
+                     "prompt": prompts[pid]["prompt"], "answer": " ".join(str(answer).split())}
+                )  # fmt: skip
+    n = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
+    if n["false_premise"] != n["control"]:
+        problems.append(
+            f"{n['false_premise']} corrections but {n['control']} true-premise answers; keep them "
+            "equal so the policy does not learn to dispute every premise"
+        )
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
+    return records
+
+
+def falseqa_records(n: int, seed: int) -> list[dict]:
+    """n rebuttals (label 1) and n plain answers (label 0) from FalseQA's train and valid
+    files, seeded, none whose question the grader uses or an evaluation file holds."""
+    from train_grader import build_data  # the grader's exact data, for the exclusion
+
+    used = {norm(r["prompt"]) for r in build_data()} | eval_prompts()
+    pools = {"1": [], "0": []}
+    for split in ("train", "valid"):
+        path = SHARED / "falseqa" / f"{split}.csv"
+        if not path.is_file():
+            raise DataError(f"{path} not found: FalseQA is read from ../shared/datasets")
+        for i, row in enumerate(csv.DictReader(path.open(encoding="utf-8"))):
+            q, a = row["question"].strip(), " ".join(row["answer"].split())
+            if norm(q) in used or not 6 <= len(a.split()) <= MAX_WORDS or not ENDS.search(a):
+                continue
+            used.add(norm(q))
+            cat = "false_premise" if row["label"] == "1" else "control"
+            pools[row["label"]].append(
+                {"id": f"fqa-{split}-{i:04d}", "prompt_id": f"falseqa-{split}-{i:04d}",
+                 "category": cat, "prompt": q, "answer": a}
+            )  # fmt: skip
+    rng = random.Random(seed)
+    if min(len(p) for p in pools.values()) < n:
+        raise DataError(f"FalseQA has only {min(map(len, pools.values()))} usable rows per label")
+    return sorted([r for p in pools.values() for r in rng.sample(p, n)], key=lambda r: r["id"])
+
+
+def write(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="Build data/sft/ for sft.py.")
+    p.add_argument("--falseqa", type=int, default=0, help="also write N + N FalseQA records")
+    p.add_argument("--seed", type=int, default=0, help="seed of the FalseQA draw")
+    p.add_argument("--out", type=Path, default=OUT, help="output folder (default data/sft)")
+    a = p.parse_args(argv)
+    try:
+        records = written_records()
+        extra = falseqa_records(a.falseqa, a.seed) if a.falseqa else []
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write(a.out / "written.jsonl", records)
+    counts = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
+    print(f"wrote {a.out / 'written.jsonl'}: {len(records)} records {counts}")
+    if extra:
+        write(a.out / "falseqa.jsonl", extra)
+        print(f"wrote {a.out / 'falseqa.jsonl'}: {len(extra)} records (not for the repository)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,449 @@
+"""Supervised warm start: LoRA fine-tuning of the policy on (prompt, answer) records.
+
+Each record's prompt is formatted exactly as the GRPO policy sees it (chat_format.chat_tokens,
+thinking off) and followed by the answer's tokens and the tokenizer's EOS, the token that ends a
+sampled completion. The loss is the mean cross-entropy over answer tokens only: the prompt and
+the padding are masked, the closing EOS is included (so the model learns to stop). Prompts are
+split into train and validation by prompt (seeded, per category), validation loss is measured at
+step 0, every --eval-every steps or each epoch, and at the end; only the best-by-validation
+checkpoint is kept, in train.py's layout (RUN_DIR/checkpoints/step_N/ with PEFT adapters,
+optimizer, trainer.json, train_config.json; RUN_DIR/latest names it), so `--model RUN_DIR` loads
+it anywhere (load_weights merges the adapters into the base). It is not resumable and does no
+full fine-tuning or packing of several records into one row.
+
+  uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import backend
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from tqdm import tqdm
+
+import chat_format
+import checkpoint
+import kernels
+import lora
+import runlog
+from load_weights import LoadError, load
+from prompts import CATEGORIES, DataError, load_sft
+
+
+def _f(default, help_text):
+    return field(default=default, metadata={"help": help_text})
+
+
+@dataclass
+class SFTConfig:
+    model: str = _f("smollm2-135m", "base policy: HF folder, hub id, checkpoint or smollm2-135m")
+    data: str = _f("data/sft/written.jsonl", "comma-separated JSONL files of (prompt, answer)")
+    out_dir: str = _f("runs/sft", "parent folder of SFT run directories")
+    run_name: str | None = _f(None, "run directory name (default: built from the settings)")
+    epochs: int = _f(3, "passes over the training records")
+    steps: int = _f(0, "stop after this many optimizer steps (0 = run all --epochs)")
+    batch_size: int = _f(8, "records per optimizer step")
+    lr: float = _f(2e-4, "peak AdamW learning rate (warm-up, then cosine to a tenth)")
+    warmup_steps: int = _f(10, "linear warm-up steps")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
+    lora_rank: int = _f(16, "LoRA rank (>= 1)")
+    lora_alpha: float = _f(32.0, "LoRA alpha (scale = alpha / rank)")
+    lora_targets: str = _f("q_proj,k_proj,v_proj,o_proj", "comma-separated LoRA target layers")
+    lora_layers: int = _f(0, "adapters in the top N blocks only (0 = all)")
+    val_fraction: float = _f(0.15, "share of each category's prompts held out for validation")
+    eval_every: int = _f(0, "validation loss every N steps (0 = at the end of each epoch)")
+    max_answer_tokens: int = _f(80, "answers longer than this (EOS included) are refused")
+    seed: int = _f(0, "seed for the split, data order and LoRA init")
+    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "lora_rank", "max_answer_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        for name in ("steps", "warmup_steps", "eval_every", "lora_layers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr} must be > 0")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction={self.val_fraction} must be in (0, 1), e.g. 0.15")
+        if not self.data_files():
+            raise ValueError("data is empty: name at least one JSONL file")
+
+    def data_files(self) -> list[str]:
+        return [p.strip() for p in self.data.split(",") if p.strip()]
+
+    def lora_target_list(self) -> list[str]:
+        return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
+
+    def lora_config(self) -> dict:
+        """What checkpoint.save records for the adapters (train.py's form)."""
+        targets = self.lora_target_list()
+        return {"rank": self.lora_rank, "alpha": self.lora_alpha, "targets": targets}
+
+    def default_run_name(self) -> str:
+        slug = Path(self.model).name.replace("/", "_")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return f"{slug}_sft_lora{self.lora_rank}_lr{self.lr:g}_s{self.seed}_{stamp}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: records, the prompt-disjoint split, token sequences and the answer-only mask
+
+
+def load_data(files: list[str]) -> list[dict]:
+    """Every record of every file, validated before any model work (DataError names the line);
+    ids unique across files and one text per prompt_id."""
+    records, where = [], {}
+    for path in files:
+        if not Path(path).is_file():
+            raise DataError(f"{path}: file not found; build it: uv run python data/make_sft.py")
+        for r in load_sft(path):
+            first = where.setdefault(r["id"], path)
+            if first != path:
+                raise DataError(f"{path}: id {r['id']!r} is also in {first}; ids must be unique")
+            records.append(r)
+    texts = {}
+    for r in records:
+        if texts.setdefault(r["prompt_id"], r["prompt"].strip()) != r["prompt"].strip():
+            raise DataError(f"prompt_id {r['prompt_id']!r} names two prompt texts across {files}")
+    return records
+
+
+def split_by_prompt(records: list[dict], val_fraction: float, seed: int):
+    """(train, val) records with no prompt_id in both: in each category, a seeded
+    ceil(val_fraction * n) of its prompts (at least 1, at most n - 1) go to validation."""
+    val_ids = set()
+    for i, cat in enumerate(CATEGORIES):
+        ids = sorted({r["prompt_id"] for r in records if r["category"] == cat})
+        if len(ids) < 2:
+            continue
+        rng = np.random.default_rng([seed, i])
+        k = min(max(1, math.ceil(val_fraction * len(ids))), len(ids) - 1)
+        val_ids.update(ids[j] for j in rng.permutation(len(ids))[:k])
+    train = [r for r in records if r["prompt_id"] not in val_ids]
+    val = [r for r in records if r["prompt_id"] in val_ids]
+    if not train or not val:
+        raise DataError(
+            f"{len(records)} records on too few prompts to split: a category needs >= 2 prompts"
+        )
+    return train, val
+
+
+def encode(tokenizer, prompt: str, answer: str) -> tuple[list[int], int]:
+    """(prompt tokens + answer tokens + EOS, number of prompt tokens): the prompt as the policy
+    reads it, the answer as the policy would write it."""
+    prompt_tokens = chat_format.chat_tokens(tokenizer, prompt)
+    answer_tokens = tokenizer.encode(answer.strip(), add_special_tokens=False)
+    return prompt_tokens + answer_tokens + [tokenizer.eos_token_id], len(prompt_tokens)
+
+
+def answer_mask(prompt_lens, seq_lens, width: int) -> np.ndarray:
+    """(B, width - 1) float32: 1 where the *target* token is an answer token or the closing EOS.
+
+    Rows are left-padded to `width`; target position t predicts slot t + 1, which is an answer
+    slot iff t + 1 >= pad + prompt_len with pad = width - seq_len."""
+    prompt_lens, seq_lens = np.asarray(prompt_lens), np.asarray(seq_lens)
+    first = (width - seq_lens) + prompt_lens  # (B,) slot of the first answer token
+    slots = np.arange(1, width)[None, :]  # (1, width - 1) the target slots
+    return (slots >= first[:, None]).astype(np.float32)
+
+
+def make_batch(examples: list[tuple[list[int], int]], pad_id: int):
+    """Left-padded (inputs, targets, mask, pad) for examples [(tokens, prompt_len)]: inputs and
+    targets (B, W - 1) int32, mask (B, W - 1) float32 (answer_mask), pad (B,) left-pad counts."""
+    lens = [len(t) for t, _ in examples]
+    width = max(lens)
+    rows = np.full((len(examples), width), pad_id, dtype=np.int32)
+    for i, (tokens, _) in enumerate(examples):
+        rows[i, width - len(tokens) :] = tokens
+    mask = answer_mask([p for _, p in examples], lens, width)
+    pad = np.array([width - n for n in lens], dtype=np.int32)
+    return mx.array(rows[:, :-1]), mx.array(rows[:, 1:]), mx.array(mask), mx.array(pad)
+
+
+def epoch_batches(lengths: np.ndarray, batch: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """One epoch of record indices: a seeded shuffle, sorted by length within windows of 8
+    batches (less padding), the batches then shuffled."""
+    rng = np.random.default_rng([seed, 1000 + epoch])
+    order = rng.permutation(len(lengths))
+    batches = []
+    for i in range(0, len(order), batch * 8):
+        chunk = order[i : i + batch * 8]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[j : j + batch] for j in range(0, len(chunk), batch)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+# ----------------------------------------------------------------------------------------------
+# Loss
+
+
+def token_nll(model, inputs, targets, mask, pad) -> tuple[mx.array, mx.array]:
+    """(sum of -log p(answer token), number of answer tokens) over the batch, float32."""
+    h = model.hidden(inputs, pad=pad)  # (B, W-1, D)
+    logp = kernels.token_logprobs(h, model.lm_head_weight(), targets)  # (B, W-1) float32
+    return -mx.sum(logp * mask), mx.sum(mask)
+
+
+def sft_loss(model, inputs, targets, mask, pad) -> mx.array:
+    """Mean cross-entropy per answer token (every answer token of the batch weighs the same)."""
+    total, count = token_nll(model, inputs, targets, mask, pad)
+    return total / mx.maximum(count, 1.0)
+
+
+def mean_loss(model, examples: list, pad_id: int, batch: int = 16) -> float:
+    """Token-mean cross-entropy of `examples` (validation), no gradient."""
+    total = count = 0.0
+    order = np.argsort([len(t) for t, _ in examples], kind="stable")
+    for i in range(0, len(order), batch):
+        chunk = [examples[j] for j in order[i : i + batch]]
+        s, n = token_nll(model, *make_batch(chunk, pad_id))
+        mx.eval(s, n)
+        total, count = total + s.item(), count + n.item()
+    return total / max(count, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training
+
+
+@dataclass
+class SFTRun:
+    cfg: SFTConfig
+    run_dir: Path
+    model: object
+    tokenizer: object
+    optimizer: object
+    train: list  # [(tokens, prompt_len)]
+    val: list
+    counts: dict
+
+
+def add_adapters(model, cfg: SFTConfig) -> int:
+    """apply_lora per cfg (the top --lora-layers blocks, or all); the trainable count."""
+    n_layers = len(model.layers)
+    if cfg.lora_layers > n_layers:
+        raise LoadError(f"--lora-layers {cfg.lora_layers} > the {n_layers} blocks of {cfg.model}")
+    layers = list(range(n_layers - cfg.lora_layers, n_layers)) if cfg.lora_layers else None
+    lc = cfg.lora_config()
+    try:
+        return lora.apply_lora(model, lc["rank"], lc["alpha"], lc["targets"], layers)
+    except ValueError as e:  # targets the model does not have
+        raise LoadError(f"--lora-targets {cfg.lora_targets}: {e}") from e
+
+
+def encode_all(tokenizer, records: list[dict], max_answer_tokens: int) -> list:
+    """[(tokens, prompt_len)] of the records; an answer over max_answer_tokens is a DataError."""
+    out = [encode(tokenizer, r["prompt"], r["answer"]) for r in records]
+    for r, (tokens, p) in zip(records, out, strict=True):
+        if len(tokens) - p > max_answer_tokens:
+            raise DataError(
+                f"record {r['id']!r}: its answer is {len(tokens) - p} tokens with EOS, over "
+                f"--max-answer-tokens {max_answer_tokens}; shorten it or raise the limit"
+            )
+    return out
+
+
+def make_optimizer(cfg: SFTConfig, model, steps: int):
+    """AdamW over the adapters: linear warm-up from lr/100, then cosine decay to lr/10."""
+    warm = max(cfg.warmup_steps, 1)
+    schedule = optim.join_schedules(
+        [
+            optim.linear_schedule(cfg.lr * 1e-2, cfg.lr, warm),
+            optim.cosine_decay(cfg.lr, max(steps - warm, 1), cfg.lr * 0.1),
+        ],
+        [warm],
+    )
+    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
+    optimizer.init(model.trainable_parameters())
+    return optimizer
+
+
+def build(cfg: SFTConfig) -> SFTRun:
+    """Data read and split and the run folder checked (a bad file fails here, before the model
+    loads), then the model loaded with fresh adapters and the examples encoded."""
+    records = load_data(cfg.data_files())
+    train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
+    run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())
+    if (run_dir / "metrics.jsonl").exists():
+        raise FileExistsError(f"{run_dir} already holds a run; choose another --run-name")
+    mx.random.seed(cfg.seed)  # LoRA's A matrices
+    model, tokenizer = load(cfg.model, backend.parse_dtype(cfg.dtype))
+    if tokenizer.eos_token_id is None:
+        raise LoadError(f"{cfg.model}: the tokenizer names no EOS token to end the answers with")
+    n_params = add_adapters(model, cfg)
+    model.train()
+    train = encode_all(tokenizer, train_recs, cfg.max_answer_tokens)
+    val = encode_all(tokenizer, val_recs, cfg.max_answer_tokens)
+    counts = {
+        "records": len(records),
+        "train_records": len(train),
+        "val_records": len(val),
+        "train_prompts": len({r["prompt_id"] for r in train_recs}),
+        "val_prompts": len({r["prompt_id"] for r in val_recs}),
+        "train_answer_tokens": int(sum(len(t) - p for t, p in train)),
+        "val_answer_tokens": int(sum(len(t) - p for t, p in val)),
+        "trainable_params": int(n_params),
+    }
+    optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
+    return SFTRun(cfg, run_dir, model, tokenizer, optimizer, train, val, counts)
+
+
+def total_steps(cfg: SFTConfig, n_train: int) -> int:
+    per_epoch = math.ceil(n_train / cfg.batch_size)
+    return min(cfg.steps, per_epoch * cfg.epochs) if cfg.steps else per_epoch * cfg.epochs
+
+
+def train_step(run: SFTRun, idx) -> dict:
+    """One AdamW step on the records `idx`; a non-finite loss or gradient stops the run."""
+    batch = make_batch([run.train[i] for i in idx], run.tokenizer.eos_token_id)
+    loss, grads = nn.value_and_grad(run.model, sft_loss)(run.model, *batch)
+    grads, norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
+    mx.eval(loss, grads, norm)
+    if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
+        raise FloatingPointError(f"non-finite loss {loss.item()} or gradient norm {norm.item()}")
+    run.optimizer.update(run.model, grads)
+    mx.eval(run.model.trainable_parameters(), run.optimizer.state)
+    return {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}
+
+
+def save_best(run: SFTRun, step: int, state: dict) -> Path:
+    """train.py's checkpoint of `step` (atomic; `latest` then names it); older ones removed."""
+    path = checkpoint.save(
+        run.run_dir,
+        step,
+        model=run.model,
+        tokenizer=run.tokenizer,
+        optimizer=run.optimizer,
+        trainer_state=state,
+        config=dataclasses.asdict(run.cfg),
+        lora_cfg=run.cfg.lora_config(),
+    )
+    for old in (run.run_dir / "checkpoints").glob("step_*"):
+        if old != path:
+            shutil.rmtree(old)
+    return path
+
+
+def train(cfg: SFTConfig) -> dict:
+    """Run SFT per `cfg`; return the summary (also written to RUN_DIR/sft.json)."""
+    backend.announce()
+    return fit(build(cfg))
+
+
+def fit(run: SFTRun) -> dict:
+    """The loop: steps over seeded epochs, validation, the best checkpoint kept; the summary."""
+    cfg = run.cfg
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    log = runlog.MetricsLog(run.run_dir / "metrics.jsonl")
+    pad_id = run.tokenizer.eos_token_id  # any id will do: padding is masked everywhere
+    steps = total_steps(cfg, len(run.train))
+    per_epoch = math.ceil(len(run.train) / cfg.batch_size)
+    eval_every = cfg.eval_every or per_epoch
+    lengths = np.array([len(t) for t, _ in run.train])
+    tqdm.write(f"{cfg.data}: {run.counts}", file=sys.stderr)  # stdout: the summary
+    tqdm.write(f"run dir: {run.run_dir}", file=sys.stderr)
+    start = time.perf_counter()
+    base_val = mean_loss(run.model, run.val, pad_id)
+    history = [{"step": 0, "val_loss": base_val}]
+    log.append(0, {"val_loss": base_val})
+    best = {"step": None, "val_loss": math.inf}
+    recent = []
+    bar = tqdm(total=steps, desc="sft", unit="step", dynamic_ncols=True)
+    step, epoch = 0, 0
+    while step < steps:
+        for idx in epoch_batches(lengths, cfg.batch_size, cfg.seed, epoch):
+            if step == steps:
+                break
+            m = train_step(run, idx)
+            step += 1
+            recent.append(m["loss"])
+            m |= {"lr": run.optimizer.learning_rate.item(), "epoch": epoch}
+            if step % eval_every == 0 or step == steps:
+                m["train_loss"] = float(np.mean(recent))
+                m["val_loss"] = mean_loss(run.model, run.val, pad_id)
+                recent = []
+                history.append({k: m[k] for k in ("train_loss", "val_loss")} | {"step": step})
+                if m["val_loss"] < best["val_loss"]:
+                    best = {"step": step, "val_loss": m["val_loss"]}
+                    state = {"epoch": epoch, "val_loss": m["val_loss"], "base_val_loss": base_val}
+                    save_best(run, step, state)
+            m["elapsed_s"] = time.perf_counter() - start
+            log.append(step, m)
+            bar.update(1)
+            val = {"val": f"{m['val_loss']:.3f}"} if "val_loss" in m else {}
+            bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
+        epoch += 1
+    bar.close()
+    summary = {
+        "run_dir": str(run.run_dir),
+        "checkpoint": str(checkpoint.latest(run.run_dir)),
+        "best_step": best["step"],
+        "best_val_loss": best["val_loss"],
+        "base_val_loss": base_val,
+        "steps": steps,
+        "epochs_started": epoch,
+        "elapsed_s": round(time.perf_counter() - start, 1),
+        "counts": run.counts,
+        "history": history,
+    }
+    (run.run_dir / "sft.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Supervised LoRA warm start of the policy (rl-values).")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    for f in dataclasses.fields(SFTConfig):
+        kind = str(f.type)
+        conv = float if "float" in kind else int if "int" in kind else str
+        p.add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=conv,
+            default=f.default,
+            help=f"{f.metadata['help']} (default: {f.default})",
+        )
+    return p
+
+
+def main(argv=None) -> int:
+    """The CLI: a bad setting, data file or model path is one `error:` line and exit 2."""
+    args = vars(build_parser().parse_args(argv))
+    as_json = args.pop("json")
+    try:
+        cfg = SFTConfig(**args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        summary = train(cfg)
+    except (DataError, LoadError, FileNotFoundError, FileExistsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(
+            f"saved {summary['checkpoint']}: validation loss {summary['base_val_loss']:.3f} "
+            f"(base) -> {summary['best_val_loss']:.3f} (step {summary['best_step']}); "
+            f"load it with --model {summary['run_dir']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""SFT warm start: the answer-only mask, the loss against a float64 reference, learning, the
+prompt-disjoint split, checkpoints that load through load_weights (and take GRPO's LoRA on top),
+and bad data refused with one line before any model work."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import backend  # noqa: F401
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
+from mlx.utils import tree_flatten
+
+import checkpoint
+import lora
+import sft
+import train
+from load_weights import load, load_lora, resolve
+from prompts import load_sft
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package
+make_sft = importlib.import_module("make_sft")
+
+
+def test_answer_mask_by_hand():
+    """Row 0: prompt slots 0-2, answer 3-4, EOS 5, no padding. Row 1: 2 pad slots, prompt 2-3,
+    answer 4, EOS 5. Target position t predicts slot t + 1."""
+    mask = sft.answer_mask(prompt_lens=[3, 2], seq_lens=[6, 4], width=6)
+    assert mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]
+
+
+def test_encode_and_batch_mask_answer_and_final_eos():
+    tok = tiny_tokenizer(97, eos_id=0)
+    tokens, n_prompt = sft.encode(tok, "t5 t6 t7", "t8 t9")
+    assert (tokens, n_prompt) == ([5, 6, 7, 8, 9, 0], 3)
+    short = sft.encode(tok, "t5", "t8")  # [5, 8, 0]: pad 3 on the left
+    inputs, targets, mask, pad = sft.make_batch([(tokens, n_prompt), short], pad_id=0)
+    assert inputs.tolist() == [[5, 6, 7, 8, 9], [0, 0, 0, 5, 8]]
+    assert targets.tolist() == [[6, 7, 8, 9, 0], [0, 0, 5, 8, 0]]
+    assert mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]  # answer tokens and the EOS
+    assert pad.tolist() == [0, 3]
+
+
+def test_embedded_tokenizer_ends_the_answer_with_im_end(smollm):
+    tok = smollm.tokenizer
+    tokens, n_prompt = sft.encode(tok, "What is the capital of France?", "Paris.")
+    _, targets, mask, _ = sft.make_batch([(tokens, n_prompt)], tok.eos_token_id)
+    answer = np.array(targets)[np.array(mask) > 0].tolist()
+    assert tok.decode(answer) == "Paris.<|im_end|>" and answer[-1] == tok.eos_token_id
+    assert tok.decode(tokens[:n_prompt]).endswith("<|im_start|>assistant\n")
+
+
+def _reference_loss(model, examples) -> float:
+    """Each row alone, unpadded: float64 log-softmax of the logits, NLL of the answer targets."""
+    total = count = 0.0
+    for tokens, n_prompt in examples:
+        logits = np.array(model(mx.array([tokens[:-1]]))[0], dtype=np.float64)  # (n-1, V)
+        logp = logits - logits.max(-1, keepdims=True)
+        logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+        for t in range(n_prompt - 1, len(tokens) - 1):  # predicts slot t + 1, an answer slot
+            total -= logp[t, tokens[t + 1]]
+            count += 1
+    return total / count
+
+
+def test_loss_equals_float64_reference_on_padded_batch():
+    model = tiny_model(QWEN3, seed=3)
+    rng = np.random.default_rng(0)
+    examples = []
+    for n_prompt, n_answer in [(5, 3), (2, 7), (9, 1), (4, 4)]:
+        tokens = rng.integers(1, 97, n_prompt + n_answer).tolist() + [0]
+        examples.append((tokens, n_prompt))
+    loss = sft.sft_loss(model, *sft.make_batch(examples, pad_id=0)).item()
+    assert loss == pytest.approx(_reference_loss(model, examples), rel=2e-5)
+    assert sft.mean_loss(model, examples, 0, batch=3) == pytest.approx(loss, rel=2e-5)
+
+
+def _records(n_prompts_per_cat: int = 4, answers: int = 2) -> list[dict]:
+    """Tiny word-level records: each prompt has `answers` answers; the answer is a function of
+    the prompt, so there is something to learn."""
+    recs = []
+    for c, cat in enumerate(sft.CATEGORIES):
+        for p in range(n_prompts_per_cat):
+            pid = f"{cat}-{p}"
+            prompt = f"t{10 + c} t{20 + p} t{30 + c}"
+            for a in range(answers):
+                answer = f"t{40 + c} t{50 + p} t{60 + a} t{70 + c}"
+                recs.append(
+                    {
+                        "id": f"{pid}-{a}",
+                        "prompt_id": pid,
+                        "category": cat,
+                        "prompt": prompt,
+                        "answer": answer,
+                    }  # fmt: skip
+                )
+    return recs
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_split_is_disjoint_by_prompt_seeded_and_covers_every_category():
+    recs = _records(n_prompts_per_cat=10, answers=3)
+    train, val = sft.split_by_prompt(recs, 0.2, seed=0)
+    train_ids, val_ids = {r["prompt_id"] for r in train}, {r["prompt_id"] for r in val}
+    assert not train_ids & val_ids and len(train) + len(val) == len(recs)
+    assert {r["category"] for r in val} == set(sft.CATEGORIES)
+    assert len(val_ids) == 4 * 2  # ceil(0.2 * 10) prompts per category
+    again, _ = sft.split_by_prompt(recs, 0.2, seed=0)
+    other, _ = sft.split_by_prompt(recs, 0.2, seed=1)
+    assert again == train and other != train
+
+
+@pytest.fixture
+def base_dir(tmp_path):
+    save_checkpoint(tiny_model(QWEN3, seed=5), QWEN3, tmp_path / "base")
+    return tmp_path / "base"
+
+
+def _cfg(tmp_path, base_dir, **kw):
+    data = _write(tmp_path / "sft.jsonl", _records())
+    settings = dict(
+        model=str(base_dir), data=str(data), out_dir=str(tmp_path / "runs"), run_name="r",
+        lora_rank=4, lora_alpha=8.0, lora_targets="q_proj,v_proj,down_proj", lora_layers=1,
+        batch_size=4, lr=2e-2, warmup_steps=1, val_fraction=0.25, dtype="float32",
+    )  # fmt: skip
+    return sft.SFTConfig(**(settings | kw))
+
+
+def test_sft_steps_lower_the_training_loss(tmp_path, base_dir):
+    run = sft.build(_cfg(tmp_path, base_dir))
+    before = sft.mean_loss(run.model, run.train, 0)
+    for i in range(6):
+        sft.train_step(run, np.arange(i % 2 * 4, i % 2 * 4 + 4))
+    after = sft.mean_loss(run.model, run.train, 0)
+    assert after < before - 0.5, (before, after)
+    trained = [name for name, _ in tree_flatten(run.model.trainable_parameters())]
+    assert trained and all(".lora_" in name and "layers.1." in name for name in trained)
+
+
+def test_checkpoint_loads_through_the_resolver_with_the_same_logits(tmp_path, base_dir):
+    """The SFT run folder loads like train.py's (resolve -> latest checkpoint -> base + merged
+    adapters); GRPO's own LoRA then wraps plain, already merged layers, and its reference
+    (adapters off) is the SFT model."""
+    run = sft.build(_cfg(tmp_path, base_dir))
+    for i in range(3):
+        sft.train_step(run, np.arange(4 * i, 4 * i + 4))
+    run.run_dir.mkdir(parents=True)
+    ckpt = sft.save_best(run, 3, {"val_loss": 1.0})
+    names = {p.name for p in ckpt.iterdir()}
+    assert {"adapters.safetensors", "adapter_config.json", "optimizer.safetensors"} <= names
+    assert {"trainer.json", "train_config.json"} <= names
+    assert resolve(str(run.run_dir)) == ckpt
+    tokens = mx.array([[11, 21, 31, 41, 51]])
+    want = run.model(tokens)
+    base, _ = load(str(base_dir), mx.float32)
+    assert mx.abs(want - base(tokens)).max().item() > 1e-3, "the adapters changed the model"
+    loaded, _ = load(str(run.run_dir), mx.float32)
+    assert not lora.adapters_of(loaded), "a LoRA checkpoint loads as plain merged weights"
+    assert mx.abs(loaded(tokens) - want).max().item() <= 1e-5
+    lora.apply_lora(loaded, 2, 4.0, ["q_proj", "o_proj"])  # what train.py --lora-rank does next
+    for _, layer in lora.lora_layers(loaded):
+        layer.lora_b = 0.1 * mx.random.normal(layer.lora_b.shape, key=mx.random.key(2))
+    assert mx.abs(loaded(tokens) - want).max().item() > 1e-3
+    with lora.adapters_disabled(loaded):
+        assert mx.abs(loaded(tokens) - want).max().item() <= 1e-5
+    # GRPO from the SFT run (train.py --model RUN_DIR --lora-rank 2): its checkpoint loads with
+    # both levels merged, and with GRPO's adapters off it is the SFT model.
+    cfg = train.TrainConfig(
+        model=str(run.run_dir), steps=1, prompts_per_step=2, group_size=2, max_new_tokens=4,
+        lora_rank=2, lora_alpha=4.0, lr=1e-2, warmup_steps=1, out_dir=str(tmp_path / "grpo"),
+        run_name="g", tensorboard=False, dtype="float32",
+    )  # fmt: skip
+    grpo_dir = train.run(cfg, reward_fn=lambda prompts, completions, **kw: [0.0, 1.0] * 2)
+    both, _ = load(str(grpo_dir), mx.float32)
+    assert not lora.adapters_of(both) and mx.abs(both(tokens) - want).max().item() > 1e-4
+    grpo_model, _ = load_lora(checkpoint.latest(grpo_dir), dtype=mx.float32, merge=False)
+    with lora.adapters_disabled(grpo_model):
+        assert mx.abs(grpo_model(tokens) - want).max().item() <= 1e-5
+    sft.save_best(run, 5, {"val_loss": 0.5})  # a better step replaces the older checkpoint
+    assert [p.name for p in (run.run_dir / "checkpoints").iterdir()] == ["step_000005"]
+
+
+def test_cli_trains_keeps_the_best_checkpoint_and_prints_json(tmp_path, base_dir, capsys):
+    data = _write(tmp_path / "sft.jsonl", _records())
+    args = ["--model", str(base_dir), "--data", str(data), "--out-dir", str(tmp_path / "runs"),
+            "--run-name", "cli", "--lora-rank", "4", "--batch-size", "4", "--lr", "2e-2",
+            "--epochs", "3", "--eval-every", "2", "--val-fraction", "0.25", "--json"]  # fmt: skip
+    assert sft.main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    history = summary["history"]
+    assert [h["step"] for h in history] == list(range(0, 19, 2))  # 24 train records, batch 4
+    assert summary["best_val_loss"] == min(h["val_loss"] for h in history[1:])
+    assert history[-1]["train_loss"] < history[1]["train_loss"]
+    assert summary["counts"]["val_prompts"] == 4 and summary["counts"]["train_prompts"] == 12
+    state = json.loads((tmp_path / "runs/cli/checkpoints" / f"step_{summary['best_step']:06d}"
+                        / "trainer.json").read_text())  # fmt: skip
+    assert state["val_loss"] == summary["best_val_loss"]
+    assert sft.main(args) == 2  # the run folder exists: refused, not overwritten
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"id": "x", "prompt_id": "p", "category": "control", "prompt": "q"}', "'answer'"),
+        ('{"id": "x", "prompt_id": "p", "category": "opinion", "prompt": "q", "answer": "a"}',
+         "opinion"),
+    ],
+)  # fmt: skip
+def test_bad_data_line_is_one_error_line_and_exit_2(tmp_path, monkeypatch, capsys, line, words):
+    good = _records()[:2]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(good[0]) + "\n" + line + "\n" + json.dumps(good[1]) + "\n")
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the data was checked")
+
+    monkeypatch.setattr(sft, "load", no_model)
+    assert sft.main(["--data", str(path), "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {path} line 2: ") and words in err
+    assert not list(tmp_path.glob("*/metrics.jsonl"))
+
+
+def test_bad_settings_are_refused_before_any_work(tmp_path, capsys):
+    assert sft.main(["--val-fraction", "1.5"]) == 2
+    assert capsys.readouterr().err.startswith("error: val_fraction=1.5")
+    assert sft.main(["--data", str(tmp_path / "missing.jsonl")]) == 2
+    assert "make_sft.py" in capsys.readouterr().err
+
+
+def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
+    """data/make_sft.py gives the shipped written.jsonl whatever the hash seed; it loads, and has
+    as many true-premise answers as corrections."""
+    shipped = (ROOT / "data/sft/written.jsonl").read_bytes()
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        cmd = [sys.executable, str(ROOT / "data/make_sft.py"), "--out", str(out)]
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
+        assert (out / "written.jsonl").read_bytes() == shipped
+    cats = [r["category"] for r in load_sft(ROOT / "data/sft/written.jsonl")]
+    assert cats.count("false_premise") == cats.count("control") > 100
+    assert set(cats) == set(sft.CATEGORIES) and len(cats) > 200
+
+
+def test_builder_refuses_eval_prompts_grader_text_and_long_answers():
+    prompts = {"fp-1": {"category": "false_premise", "prompt": "Why is the Moon made of cheese?"}}
+    grader_answer = "the moon is made of rock and dust not cheese at all as samples show"
+    grader = (set(), set(), make_sft.runs(grader_answer))
+    banned = {make_sft.norm(prompts["fp-1"]["prompt"])}
+
+    def problems(answer, category="false_premise", banned=frozenset()):
+        return make_sft.check_entry("fp-1", category, answer, prompts, banned, grader)
+
+    ok = "The Moon is rock, not cheese."
+    assert problems(ok) == []
+    cases = [
+        (problems(ok, banned=banned), "evaluation file"),
+        (problems(ok, category="control"), "listed under control"),
+        (problems(grader_answer.capitalize() + "."), "grader answer"),  # a 10-word run shared
+        (problems("word " * 70 + "end."), "over 65"),
+        (problems("It ends mid"), "end a sentence"),
+    ]
+    for found, words in cases:
+        assert len(found) == 1 and words in found[0], (words, found)
