@@ -177,8 +177,9 @@ CASES = {
     "uv run python bench_judge.py --probes --quick": Case(
         add="--limit 3", check=out_has("intact over broken")
     ),
-    "uv run python train_rm.py --init models/rm-smollm2-135m --broken-negatives 1 --train-layers 8 "
-    "--steps 160 --lr 1e-4 --warmup-steps 10 --eval-every 40 --val-limit 160 --out models/my-rm2": Case(
+    "uv run python train_rm.py --init models/rm-smollm2-135m --broken-negatives 1 "
+    "--train-layers 8 --steps 160 --lr 1e-4 --warmup-steps 10 --eval-every 40 --val-limit 160 "
+    "--out models/my-rm2": Case(
         sub={"--steps 160": "--steps 1", "--val-limit 160": "--val-limit 4"},
         add="--no-tensorboard",
         check=run_file("models/my-rm2/rm_config.json"),
