@@ -60,10 +60,12 @@ def chess_examples(prompt: str) -> tuple[tuple[str, str], ...]:
     return CHESS_EXAMPLES.get(prompt.partition(":")[0], ())
 
 
-# The values task's default reward: the reward model trained on the embedded model's answers
-# (test pairwise accuracy 0.876 against the rubric judge's chance level; knowledge/reward_model.md).
+# The values task's default reward: the reward model trained on the written pairs, then on the
+# same pairs plus broken variants of their better answers (cut off, shuffled, repeating, padded):
+# test pairwise accuracy 0.855, intact over broken 0.82-0.98 per kind, where the first version
+# preferred shuffled text to the intact answer (knowledge/reward_model.md, "Broken-text probes").
 # It reads SmolLM2's tokenizer: other policies pass --reward rubric or their own rm:PATH.
-DEFAULT_VALUES_REWARD = "rm:models/rm-smollm2-135m"
+DEFAULT_VALUES_REWARD = "rm:models/rm-smollm2-135m-v2"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ def test_each_task_brings_its_defaults(tmp_path):
     values = config(tmp_path)
     assert (values.task, values.reward, values.data, values.eval_data) == (
         "values",
-        "rm:models/rm-smollm2-135m",
+        "rm:models/rm-smollm2-135m-v2",
         "data/prompts.jsonl",
         "data/eval.jsonl",
     )
