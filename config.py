@@ -34,9 +34,8 @@ class TrainConfig:
     advantage_cap: float = _f(5.0, "clip advantages to [-cap, cap] (bounds ema after a flat step)")
     reward: str | None = _f(
         None,
-        "reward spec (default: the task's, rm:models/rm-smollm2-135m-v2 | chess): rubric | rm:PATH | "
-        "rubric_cal | happy | chess | "
-        "mix rubric:0.5,rm:PATH:0.5",
+        "reward spec (default: the task's, rm:models/rm-smollm2-135m-v2 | chess): rubric | "
+        "rm:PATH | rubric_cal | happy | chess | mix rubric:0.5,rm:PATH:0.5",
     )
     reward_config: str | None = _f(None, "YAML file of reward components (replaces --reward)")
     reward_fn: str | None = _f(None, "FILE.py:FUNCTION, a reward function (replaces --reward)")
