@@ -86,7 +86,8 @@ def base_config(a, tmp: str) -> train.TrainConfig:
     given = {k: v for k, v in given.items() if v is not None}
     fixed = dict(
         steps=a.steps,
-        ignore_eos=True,
+        ignore_eos=True,  # every answer runs to max_tokens: fixed work per step
+        truncated="keep",  # so none ends, and no truncation rule applies
         save_every=10**9,
         eval_every=0,
         tensorboard=False,
