@@ -38,35 +38,11 @@ import tasks
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError, resolve
 from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
-from rewards import category_means
+from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
 
-PUSHBACK_MARKERS = (
-    "actually",
-    "not true",
-    "isn't true",
-    "is not true",
-    "false premise",
-    "misconception",
-    "myth",
-    "incorrect",
-    "not correct",
-    "doesn't make sense",
-    "does not make sense",
-    "no such",
-    "there is no",
-    "mistaken",
-    "not accurate",
-)
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
-
-
-def pushes_back(text: str) -> bool:
-    """Crude lexical tripwire for an answer that disputes the prompt; the measured classifier
-    (PushbackClassifier) is the headline figure where one is available."""
-    t = text.lower()
-    return any(marker in t for marker in PUSHBACK_MARKERS)
 
 
 def eval_subset(records: list[dict], limit: int | None) -> list[dict]:

@@ -23,7 +23,7 @@ import numpy as np
 
 import rewards
 from diversity import ngrams, repetition_rate, words
-from evaluate import pushes_back
+from rewards import pushes_back
 
 
 def _need(ok: bool, message: str) -> None:
@@ -85,7 +85,7 @@ def prompt_echo(prompts, completions, categories, *, min_overlap=0.5, n=3):
 
 def blanket_pushback(prompts, completions, categories, *, category="control"):
     """Disputes a prompt of `category` (default: control prompts, whose premises are true) by
-    evaluate.pushes_back's markers ("actually", "misconception", ...)."""
+    rewards.pushes_back's markers ("actually", "misconception", ...)."""
     _need(isinstance(category, str) and category, f"category={category!r} must be a name")
     return np.array(
         [c == category and pushes_back(t) for t, c in zip(completions, categories, strict=True)],

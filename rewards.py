@@ -4,13 +4,15 @@ A reward function has TRL's contract: `fn(prompts: list[str], completions: list[
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
 group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
 `rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
-`happy` (a hackable toy), `asks_question` (the routing task), `chess` (chess_task's graduated
-reward against the chess task's labels) and `fn` (a user's Python function). A reward is a list
-of weighted components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML
-file (`load_reward_config`: components with arguments, bound with functools.partial) or a
-function (`FILE:NAME`); every name, weight, path and argument is checked before any model is
-loaded. `build_scorer` binds the components and adds the optional length penalty; the scorer
-returns the weighted sum, per-part details and the count of failed judgments.
+`happy` (a hackable toy), `asks_question` (the routing task), `stance` (pushback paid by the
+prompt's category: + on false-premise and nonsense prompts, - on controls), `chess`
+(chess_task's graduated reward against the chess task's labels) and `fn` (a user's Python
+function). A reward is a list of weighted components, given as a spec (`rubric`, `rm:PATH`,
+`rubric:0.5,rm:PATH:0.5`), a YAML file (`load_reward_config`: components with arguments, bound
+with functools.partial) or a function (`FILE:NAME`); every name, weight, path and argument is
+checked before any model is loaded. `build_scorer` binds the components and adds the optional
+length penalty; the scorer returns the weighted sum, per-part details and the count of failed
+judgments.
 """
 
 import dataclasses
@@ -63,6 +65,75 @@ def length_penalty(completions: list[str], *, target_words: int, per_word: float
             f"target_words={target_words}, per_word={per_word}"
         )
     return [-per_word * max(0, len(_words(text)) - target_words) for text in completions]
+
+
+# The lexical pushback markers: evaluate's in-training control tripwire and hacks'
+# blanket_pushback flag read them; the stance reward adds the openers below.
+PUSHBACK_MARKERS = (
+    "actually",
+    "not true",
+    "isn't true",
+    "is not true",
+    "false premise",
+    "misconception",
+    "myth",
+    "incorrect",
+    "not correct",
+    "doesn't make sense",
+    "does not make sense",
+    "no such",
+    "there is no",
+    "mistaken",
+    "not accurate",
+)
+# An answer that opens by refusing the question's premise: "No, ...", "That's not ...", "There's
+# no ...", "X didn't ...". The warm start's needless pushback on true premises opens this way
+# (knowledge/sft.md: 5 of 15 control answers read were "No, ...").
+_DISPUTE_OPENER = re.compile(
+    r"^\W*(no\b|nope\b|not really\b|that'?s not\b|that is not\b|this is not\b|"
+    r"it'?s not\b|it is not\b|there'?s no\b|there is no\b|there are no\b|there was no\b|"
+    r"this question (doesn'?t|does not|makes no)|the (question|premise) (is|isn'?t|doesn'?t))",
+    re.IGNORECASE,
+)
+
+
+def pushes_back(text: str) -> bool:
+    """Crude lexical tripwire for an answer that disputes the prompt (a marker anywhere); the
+    measured grader (grade.py) is the headline figure."""
+    t = text.lower()
+    return any(marker in t for marker in PUSHBACK_MARKERS)
+
+
+def disputes(text: str) -> bool:
+    """The stance reward's detector: a pushback marker anywhere, or an opening that refuses the
+    premise. Lexical on purpose: it is not the evaluation grader (grade.py), so a run trained
+    on it is still measured by an instrument it never saw."""
+    return pushes_back(text) or bool(_DISPUTE_OPENER.match(text))
+
+
+# Which way the stance reward pays per prompt category: +1 for disputing where the premise is
+# false or the prompt is nonsense, -1 for disputing a true premise, 0 where stance is not the point.
+STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
+
+
+def stance_reward(prompts: list[str], completions: list[str], *, categories, **kw) -> list[float]:
+    """+1 for an answer that disputes (rewards.disputes) a false-premise or nonsense prompt, -1
+    for one that disputes a true-premise control, 0 otherwise: the category-aware term of issue
+    22 that pays for pushback only where the prompt's known category calls for it. A category
+    outside STANCE_SIGN raises (a task without these categories cannot use this reward)."""
+    if categories is None or len(categories) != len(completions):
+        raise RewardError(
+            f"the stance reward needs one category per completion, got {categories!r} for "
+            f"{len(completions)} completions"
+        )
+    out = []
+    for text, cat in zip(completions, categories, strict=True):
+        if cat not in STANCE_SIGN:
+            raise RewardError(
+                f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
+            )
+        out.append(STANCE_SIGN[cat] if disputes(text) else 0.0)
+    return out
 
 
 def criterion_means(details: list[dict]) -> dict:
@@ -149,6 +220,18 @@ def _build_happy(ctx):
 
 def _build_asks_question(ctx):
     return _plain(asks_question)
+
+
+def _build_stance(ctx):
+    def score(prompts, completions, categories):
+        values = np.asarray(stance_reward(prompts, completions, categories=categories))
+        details = [
+            {"disputes": float(disputes(t)), "stance": float(v)}
+            for t, v in zip(completions, values, strict=True)
+        ]
+        return Scores(values, details, 0)
+
+    return score
 
 
 # The calibrated judge's settings, chosen on the validation pairs (knowledge/rubric.md).
@@ -307,6 +390,9 @@ REWARDS: dict[str, Entry] = {
     "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
     "asks_question": Entry(
         _build_asks_question, _no_args, None, "1 if the answer asks a question (routing task)"
+    ),
+    "stance": Entry(
+        _build_stance, _no_args, None, "+1 disputing false/nonsense prompts, -1 disputing controls"
     ),
     "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),

@@ -103,6 +103,7 @@ TASKS: dict[str, Task] = {
         refuses={
             "rubric": "the rubric judges the values prompts by their category; use --reward chess",
             "rm": "the reward models read the values prompts' categories; use --reward chess",
+            "stance": "it pays pushback by the values prompts' categories; use --reward chess",
         },
     ),
 }

@@ -121,7 +121,7 @@ def test_parse_spec_with_a_reward_model(rm_folder):
         (
             "sad",
             r"'sad'.*not registered.*"
-            r"\['asks_question', 'chess', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal'\]",
+            r"\['asks_question', 'chess', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal', 'stance'\]",
         ),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
@@ -240,3 +240,42 @@ def test_shipped_reward_model_path_resolves_from_any_directory(tmp_path, monkeyp
         rewards.parse_spec("rm:models/rm-smollm2-135m")
     with pytest.raises(rewards.RewardError, match="'models/nope'"):
         rewards.parse_spec("rm:models/nope")
+
+
+def test_disputes_reads_markers_anywhere_and_refusing_openers():
+    assert rewards.disputes("No, the Great Wall is not visible from the Moon.")
+    assert rewards.disputes("  That's not right: bats can see.")
+    assert rewards.disputes("There is no ninth planet called Vulcan.")
+    assert rewards.disputes("The tower was built in Paris; the move is a myth.")  # marker
+    assert rewards.disputes("It's not true that we use 10% of our brains.")
+    assert not rewards.disputes("Nobody knows exactly; the tower leans on soft soil.")  # "no" + b
+    assert not rewards.disputes("Notably, flamingos eat shrimp.")
+    assert not rewards.disputes("Paris is the capital of France.")
+
+
+def test_stance_pays_pushback_only_where_the_category_calls_for_it():
+    completions = [
+        "No, Einstein's Nobel Prize was for the photoelectric effect.",  # false_premise, disputes
+        "Einstein was delighted by the prize for relativity.",  # false_premise, goes along
+        "No, flamingos are pink because of what they eat.",  # control, needless: -1
+        "Flamingos are pink because of carotenoids in shrimp.",  # control, plain: 0
+        "That question doesn't make sense: colours have no weight.",  # nonsense, flags: +1
+        "Actually, that's a fascinating question!",  # curiosity: stance is not scored
+    ]
+    categories = ["false_premise", "false_premise", "control", "control", "nonsense", "curiosity"]
+    got = rewards.stance_reward(["p"] * 6, completions, categories=categories)
+    assert got == [1.0, 0.0, -1.0, 0.0, 1.0, 0.0]
+    # Through the registry, weighted 2 in a spec, with the detector's flag in the details.
+    scorer = rewards.build_scorer(parse_spec("stance:2"), rewards.RewardContext())
+    s = scorer(["p"] * 6, completions, categories)
+    assert s.values.tolist() == [2.0, 0.0, -2.0, 0.0, 2.0, 0.0] and s.failures == 0
+    assert [d["disputes"] for d in s.details] == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
+
+
+def test_stance_refuses_prompts_without_a_known_category():
+    with pytest.raises(rewards.RewardError, match="no sign for category 'P'"):
+        rewards.stance_reward(["p"], ["No."], categories=["P"])
+    with pytest.raises(rewards.RewardError, match="one category per completion"):
+        rewards.stance_reward(["p"], ["No."], categories=None)
+    with pytest.raises(rewards.RewardError, match="takes no arguments"):
+        rewards.check_components([rewards.Component("stance", 1.0, {"x": 1})], "t")

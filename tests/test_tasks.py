@@ -53,6 +53,7 @@ def test_each_task_brings_its_defaults(tmp_path):
     [
         (dict(task="chess", reward="rubric"), "cannot use the 'rubric' reward.*--reward chess"),
         (dict(task="chess", reward="chess:0.5,rm:/x:0.5"), "'rm'|rm_config"),
+        (dict(task="chess", reward="stance"), "cannot use the 'stance' reward.*--reward chess"),
         (dict(task="values", reward="chess"), "cannot use the 'chess' reward.*--task chess"),
         (dict(task="go"), "task 'go' is not one of"),
         (dict(baseline="median"), "baseline='median'"),
