@@ -4,6 +4,7 @@ A reward function has TRL's contract: `fn(prompts: list[str], completions: list[
 list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
 group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
 `rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
+`ensemble` (several reward models: their minimum or mean less spread, optionally bounded),
 `happy` (a hackable toy), `asks_question` (the routing task), `stance` (pushback paid by the
 prompt's category: + on false-premise and nonsense prompts, - on controls), `chess`
 (chess_task's graduated reward against the chess task's labels) and `fn` (a user's Python
@@ -331,6 +332,84 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
     return score
 
 
+# How an ensemble of reward models turns its members' scores into one (knowledge/reward_model.md,
+# "Ensemble"): `min` pays what the most sceptical member pays; `mean_minus_std` pays the mean
+# less `spread_coef` times the members' spread, so text the members disagree on (the blind spot
+# of one of them) earns less than text they agree is good.
+ENSEMBLE_MODES = ("min", "mean_minus_std")
+
+
+def ensemble_paths(paths) -> list[str]:
+    """The members of an ensemble: a list of folders, or one string joined with '+' (a spec
+    item cannot hold ',' or ':')."""
+    if isinstance(paths, str):
+        paths = paths.split("+")
+    if not isinstance(paths, list | tuple) or not all(isinstance(p, str) and p for p in paths):
+        raise RewardError(f"ensemble paths {paths!r}: write ensemble:FOLDER+FOLDER[+FOLDER...]")
+    return list(paths)
+
+
+def combine(values, mode: str = "mean_minus_std", spread_coef: float = 1.0) -> np.ndarray:
+    """(members, N) scores -> (N,) by `mode` (ENSEMBLE_MODES); NaN where any member is NaN (a
+    failed member is not outvoted silently). The spread is the population standard deviation."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] < 2:
+        raise ValueError(f"combine needs (members >= 2, N) scores, got shape {v.shape}")
+    if mode == "min":
+        out = v.min(axis=0)
+    elif mode == "mean_minus_std":
+        out = v.mean(axis=0) - spread_coef * v.std(axis=0)
+    else:
+        raise ValueError(f"ensemble mode {mode!r}: use one of {ENSEMBLE_MODES}")
+    return np.where(np.isnan(v).any(axis=0), np.nan, out)
+
+
+def bounded(values, bound: float | None) -> np.ndarray:
+    """bound * tanh(x / bound): about x near 0, never beyond +-bound, so no single blind spot
+    of a reward model can pay more than `bound`; None leaves the values as they are."""
+    v = np.asarray(values, dtype=np.float64)
+    return v if bound is None else bound * np.tanh(v / bound)
+
+
+def _check_ensemble(
+    paths, mode: str = "mean_minus_std", spread_coef: float = 1.0, bound=None, batch_size=16
+):
+    members = ensemble_paths(paths)
+    if len(members) < 2:
+        raise RewardError(f"an ensemble needs >= 2 reward models, got {members}")
+    if len(set(members)) != len(members):
+        raise RewardError(f"an ensemble member appears twice: {members}")
+    for p in members:
+        _check_rm(p, batch_size)
+    if mode not in ENSEMBLE_MODES:
+        raise RewardError(f"ensemble mode {mode!r}: use one of {ENSEMBLE_MODES}")
+    if not (isinstance(spread_coef, int | float) and spread_coef >= 0):
+        raise RewardError(f"spread_coef={spread_coef!r} must be a number >= 0")
+    if bound is not None and not (isinstance(bound, int | float) and bound > 0):
+        raise RewardError(f"bound={bound!r} must be a number > 0, or null for none")
+
+
+def _build_ensemble(
+    ctx, paths, mode: str = "mean_minus_std", spread_coef: float = 1.0, bound=None, batch_size=16
+):
+    members = ensemble_paths(paths)
+    scorers = [_build_rm(ctx, p, batch_size) for p in members]
+
+    def score(prompts, completions, categories):
+        per = np.stack([s(prompts, completions, categories).values for s in scorers])
+        values = bounded(combine(per, mode, spread_coef), bound)
+        details = [
+            {
+                **{f"member{k}": float(per[k, i]) for k in range(len(members))},
+                "spread": float(per[:, i].std()),
+            }
+            for i in range(per.shape[1])
+        ]
+        return Scores(values, details, int(np.isnan(values).sum()))
+
+    return score
+
+
 def _build_chess(ctx):
     import chess_task
 
@@ -390,6 +469,12 @@ REWARDS: dict[str, Entry] = {
     "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
     "asks_question": Entry(
         _build_asks_question, _no_args, None, "1 if the answer asks a question (routing task)"
+    ),
+    "ensemble": Entry(
+        _build_ensemble,
+        _check_ensemble,
+        "paths",
+        "reward models joined by '+': min or mean minus spread, optionally bounded",
     ),
     "stance": Entry(
         _build_stance, _no_args, None, "+1 disputing false/nonsense prompts, -1 disputing controls"

@@ -121,7 +121,8 @@ def test_parse_spec_with_a_reward_model(rm_folder):
         (
             "sad",
             r"'sad'.*not registered.*"
-            r"\['asks_question', 'chess', 'fn', 'happy', 'rm', 'rubric', 'rubric_cal', 'stance'\]",
+            r"\['asks_question', 'chess', 'ensemble', 'fn', 'happy', 'rm', 'rubric', "
+            r"'rubric_cal', 'stance'\]",
         ),
         ("happy:0", "finite and > 0"),
         ("happy:-1", "finite and > 0"),
@@ -279,3 +280,62 @@ def test_stance_refuses_prompts_without_a_known_category():
         rewards.stance_reward(["p"], ["No."], categories=None)
     with pytest.raises(rewards.RewardError, match="takes no arguments"):
         rewards.check_components([rewards.Component("stance", 1.0, {"x": 1})], "t")
+
+
+def test_ensemble_combines_members_by_hand():
+    members = [[1.0, -2.0, 4.0, 0.0], [3.0, -2.0, 0.0, float("nan")]]
+    # min: the most sceptical member; NaN where a member failed
+    got = rewards.combine(members, "min")
+    assert got[:3].tolist() == [1.0, -2.0, 0.0] and math.isnan(got[3])
+    # mean - 1 * population std: (1+3)/2 - 1 = 1; agree on -2 -> -2; (4+0)/2 - 2 = 0
+    got = rewards.combine(members, "mean_minus_std", spread_coef=1.0)
+    assert got[:3].tolist() == [1.0, -2.0, 0.0] and math.isnan(got[3])
+    # spread_coef 0.5: 2 - 0.5 * 2 = 1 for the third
+    assert rewards.combine(members, "mean_minus_std", 0.5)[2] == 1.0
+    with pytest.raises(ValueError, match="members >= 2"):
+        rewards.combine([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="mode 'max'"):
+        rewards.combine(members, "max")
+
+
+def test_bounded_is_near_identity_at_zero_and_never_beyond_the_bound():
+    x = np.array([0.0, 0.1, -0.1, 5.0, -50.0, 1e6])
+    got = rewards.bounded(x, 4.0)
+    assert got[0] == 0.0 and abs(got[1] - 0.1) < 1e-3 and got[2] == -got[1]
+    assert np.all(np.abs(got) <= 4.0) and got[5] == 4.0 and got[4] > -4.0 - 1e-12
+    assert got[3] == pytest.approx(4.0 * math.tanh(5.0 / 4.0))  # monotone, not clipped
+    assert rewards.bounded(x, None) is not None and rewards.bounded(x, None).tolist() == x.tolist()
+
+
+def test_ensemble_spec_checks_members_and_options(tmp_path, rm_folder):
+    other = tmp_path / "rm2"
+    other.mkdir()
+    (other / "rm_config.json").write_text("{}")
+    got = parse_spec(f"ensemble:{rm_folder}+{other}:0.5")
+    assert got[0].args == {"paths": f"{rm_folder}+{other}"} and got[0].weight == 0.5
+    bad = [
+        ({"paths": rm_folder}, ">= 2 reward models"),
+        ({"paths": f"{rm_folder}+{rm_folder}"}, "appears twice"),
+        ({"paths": f"{rm_folder}+{tmp_path}/none"}, "has no rm_config.json"),
+        ({"paths": [rm_folder, str(other)], "mode": "max"}, "mode 'max'"),
+        ({"paths": [rm_folder, str(other)], "bound": 0}, "bound=0"),
+        ({"paths": [rm_folder, str(other)], "spread_coef": -1}, "spread_coef=-1"),
+    ]
+    for args, msg in bad:
+        with pytest.raises(rewards.RewardError, match=msg):
+            rewards.check_components([rewards.Component("ensemble", 1.0, args)], "t")
+
+
+def test_ensemble_scores_with_each_member_then_combines_and_bounds(monkeypatch):
+    table = {"a": [2.0, -1.0, 6.0], "b": [0.0, -1.0, 2.0]}
+
+    def fake_rm(ctx, path, batch_size=16):
+        return lambda p, c, cat: rewards.Scores(np.array(table[path]), None, 0)
+
+    monkeypatch.setattr(rewards, "_build_rm", fake_rm)
+    score = rewards._build_ensemble(rewards.RewardContext(), "a+b", mode="min", bound=3.0)
+    s = score(["p"] * 3, ["x", "y", "z"], ["control"] * 3)
+    # min -> [0, -1, 2], then 3 tanh(x / 3)
+    want = [0.0, 3 * math.tanh(-1 / 3), 3 * math.tanh(2 / 3)]
+    assert s.values.tolist() == pytest.approx(want) and s.failures == 0
+    assert s.details[2] == {"member0": 6.0, "member1": 2.0, "spread": 2.0}
