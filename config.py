@@ -231,7 +231,10 @@ class TrainConfig:
         if not self.lora_layers:
             return None
         if self.lora_layers > n_layers:
-            raise ValueError(f"lora_layers={self.lora_layers} > the model's {n_layers} blocks")
+            raise ValueError(
+                f"lora_layers={self.lora_layers} > the model's {n_layers} blocks: pass "
+                f"--lora-layers N with N <= {n_layers} (0 = every block)"
+            )
         return list(range(n_layers - self.lora_layers, n_layers))
 
     def lora_target_list(self) -> list[str]:
@@ -296,9 +299,19 @@ def build_parser() -> argparse.ArgumentParser:
             flag,
             type=conv,
             default=argparse.SUPPRESS,
-            help=f"{f.metadata['help']} (default: {f.default})",
+            help=f"{f.metadata['help']} (default: {_default_text(f)})",
         )
     return p
+
+
+def _default_text(f) -> str:
+    """A flag's default as help shows it: the library's, and a task's where it sets the field."""
+    per_task = [
+        f"--task {t.name}: {t.training[f.name]}"
+        for t in tasks.TASKS.values()
+        if f.name in t.training
+    ]
+    return "; ".join([str(f.default), *per_task])
 
 
 class ConfigError(ValueError):
@@ -306,7 +319,9 @@ class ConfigError(ValueError):
 
 
 def resolve_config(args: argparse.Namespace) -> TrainConfig:
-    """Defaults < --config / the resumed run's config < flags given on the command line."""
+    """TrainConfig's defaults < the task's training settings (tasks.Task.training: the values
+    task's LoRA in the top blocks, T = 0.8, KL target) < --config / the resumed run's config <
+    flags given on the command line."""
     base = {}
     source = args.config or (Path(args.resume) / "config.json" if args.resume else None)
     if source:
@@ -322,7 +337,12 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         if unknown:
             raise ConfigError(f"{path}: unknown config fields {unknown}; valid: {sorted(known)}")
     flags = {k: v for k, v in vars(args).items() if k not in ("config", "resume", "plot")}
+    task_name = flags.get("task", base.get("task", TrainConfig.task))
     try:
-        return TrainConfig(**{**base, **flags})
+        training = tasks.get(task_name).training
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    try:
+        return TrainConfig(**{**training, **base, **flags})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid config: {e}") from e

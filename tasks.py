@@ -67,6 +67,27 @@ def chess_examples(prompt: str) -> tuple[tuple[str, str], ...]:
 # It reads SmolLM2's tokenizer: other policies pass --reward rubric or their own rm:PATH.
 DEFAULT_VALUES_REWARD = "rm:models/rm-smollm2-135m-v2"
 
+# The values task's training settings on train.py's command line, where the library's TrainConfig
+# defaults are neutral (full fine-tuning, T = 1, no KL target): LoRA r8 on every projection of the
+# top 12 blocks (a 4 MB checkpoint, the backward stops there), T = 0.8, an adaptive KL target,
+# answers capped at 80 tokens that earn no more than an ended one. They are the learning recipe's
+# (recipes/values_smollm2.json): at T = 1 and lr 2e-4 with full fine-tuning the first learning run
+# wrote word salad (knowledge/learning_run.md). --config files and flags override them.
+VALUES_TRAINING = {
+    "lora_rank": 8,
+    "lora_alpha": 16.0,
+    "lora_targets": "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+    "lora_layers": 12,
+    "temperature": 0.8,
+    "lr": 6e-5,
+    "warmup_steps": 5,
+    "kl_coef": 0.1,
+    "kl_target": 0.02,
+    "kl_horizon": 100,
+    "max_new_tokens": 80,
+    "truncated": "cap",
+}
+
 
 @dataclass(frozen=True)
 class Task:
@@ -82,6 +103,7 @@ class Task:
     system_prompt: str | None = None
     examples: Callable[[str], tuple[tuple[str, str], ...]] | None = None  # prompt -> turns
     refuses: dict[str, str] = field(default_factory=dict)
+    training: dict = field(default_factory=dict)  # TrainConfig fields train.py's CLI starts from
 
 
 TASKS: dict[str, Task] = {
@@ -92,6 +114,7 @@ TASKS: dict[str, Task] = {
         reward=DEFAULT_VALUES_REWARD,
         load=load_prompts,
         refuses={"chess": "it scores against chess labels; use --task chess"},
+        training=VALUES_TRAINING,
     ),
     "chess": Task(
         "chess",

@@ -170,6 +170,34 @@ def test_config_file_and_flag_override(tmp_path):
     assert cfg.scale_by_std is False and cfg.kl_target == 0.1
 
 
+def test_the_cli_starts_from_the_tasks_training_settings(tmp_path):
+    """train.py's command line (not the library's TrainConfig) starts the values task from the
+    settings that learned: LoRA r8 in the top 12 blocks, T 0.8, KL target, truncated answers
+    capped; a config file and a flag override them; chess has none of them."""
+    parse = train.build_parser().parse_args
+    cfg = train.resolve_config(parse([]))
+    assert (cfg.lora_rank, cfg.lora_layers, cfg.temperature, cfg.kl_target, cfg.truncated) == (
+        8,
+        12,
+        0.8,
+        0.02,
+        "cap",
+    )
+    assert train.TrainConfig().lora_rank == 0  # the library default stays neutral
+    cfg = train.resolve_config(parse(["--lora-rank", "0", "--temperature", "1.0"]))
+    assert (cfg.lora_rank, cfg.temperature, cfg.lora_layers) == (0, 1.0, 12)
+    cfg_path = tmp_path / "c.json"
+    cfg_path.write_text(json.dumps({"lora_layers": 0, "truncated": "keep"}))
+    cfg = train.resolve_config(parse(["--config", str(cfg_path)]))
+    assert (cfg.lora_layers, cfg.truncated, cfg.lora_rank) == (0, "keep", 8)
+    chess = train.resolve_config(parse(["--task", "chess"]))
+    assert (chess.lora_rank, chess.temperature) == (0, train.TrainConfig.temperature)
+    with pytest.raises(train.ConfigError, match="task 'go'"):
+        train.resolve_config(parse(["--task", "go"]))
+    with pytest.raises(ValueError, match="lora_layers=12 > the model's 2 blocks.*--lora-layers"):
+        cfg.__class__(lora_rank=8, lora_layers=12).lora_layer_list(2)
+
+
 def test_eval_subset_takes_every_category_in_turn():
     import evaluate
 
