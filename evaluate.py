@@ -671,8 +671,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-dir", default="runs/eval_cache", help="answer and score cache ('none': off)"
     )
     p.add_argument("--report", metavar="DIR", help="write DIR/report.md with charts and samples")
+    p.add_argument(
+        "--answers-out",
+        metavar="FILE",
+        help="write every answer as JSONL (model, id, category, prompt, sample, answer) for "
+        "read_set.py",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def write_answers(result: dict, path: str) -> Path:
+    """Every model's answers, one JSON line each (model, id, category, prompt, sample, answer),
+    written atomically: the input of read_set.py's blind sample."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for model, texts in result["answers"].items():
+            for rec, answers in zip(result["records"], texts, strict=True):
+                for k, answer in enumerate(answers):
+                    row = {"model": model, "id": rec["id"], "category": rec["category"],
+                           "prompt": rec["prompt"], "sample": k, "answer": answer}  # fmt: skip
+                    f.write(json.dumps(row) + "\n")
+    os.replace(tmp, out)
+    return out
 
 
 def default_rewards() -> list[str]:
@@ -714,6 +737,8 @@ def main(argv=None) -> int:
         import eval_report
 
         print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
+    if a.answers_out:
+        print(f"answers: {write_answers(result, a.answers_out)}", file=sys.stderr)
     if a.json:
         print(to_json({k: v for k, v in result.items() if k != "answers"}))
     else:

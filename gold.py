@@ -134,10 +134,12 @@ def _label_problems(label: dict, category: str) -> list[str]:
     return problems
 
 
-def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE) -> list[dict]:
+def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE, answer_fields=None) -> list[dict]:
     """The labelled answers, in answers-file order: each answer's fields plus label, pushback,
-    engages and reason. Both files are checked whole first; DataError (answers file first)."""
-    answers, a_err = _parse(answers_path, ANSWER_FIELDS)
+    engages and reason. Both files are checked whole first; DataError (answers file first).
+    `answer_fields` (default ANSWER_FIELDS) are the answers file's fields (read_set.py's blind
+    files carry fewer)."""
+    answers, a_err = _parse(answers_path, answer_fields or ANSWER_FIELDS)
     labels, l_err = _parse(labels_path, LABEL_FIELDS)
     by_id = {rec["id"]: (n, rec) for n, rec in answers}
     labelled = {rec["id"] for _, rec in labels}
