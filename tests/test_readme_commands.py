@@ -168,6 +168,11 @@ CASES = {
         needs=(RM,),
         check=metrics_lines("mix", 1),
     ),  # fmt: skip
+    "uv run python train.py --reward rm:models/rm-smollm2-135m-v2,stance:2 --steps 30": Case(
+        sub={"--steps 30": "--steps 1"},
+        add=f"{SMALL} --run-name stance",
+        check=metrics_lines("stance", 1),
+    ),  # fmt: skip
     "uv run python train.py --reward-config my_rewards.yaml": Case(
         add=f"--steps 1 {SMALL} --run-name yaml", check=metrics_lines("yaml", 1)
     ),
