@@ -117,11 +117,19 @@ def disputes(text: str) -> bool:
 STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
 
 
-def stance_reward(prompts: list[str], completions: list[str], *, categories, **kw) -> list[float]:
-    """+1 for an answer that disputes (rewards.disputes) a false-premise or nonsense prompt, -1
-    for one that disputes a true-premise control, 0 otherwise: the category-aware term of issue
-    22 that pays for pushback only where the prompt's known category calls for it. A category
-    outside STANCE_SIGN raises (a task without these categories cannot use this reward)."""
+def stance_reward(
+    prompts: list[str],
+    completions: list[str],
+    *,
+    categories,
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    **kw,
+) -> list[float]:
+    """+pay for an answer that disputes (rewards.disputes) a false-premise or nonsense prompt,
+    -penalty for one that disputes a true-premise control, 0 otherwise: the category-aware term
+    of issue 22 that pays for pushback only where the prompt's known category calls for it. A
+    category outside STANCE_SIGN raises (a task without these categories cannot use it)."""
     if categories is None or len(categories) != len(completions):
         raise RewardError(
             f"the stance reward needs one category per completion, got {categories!r} for "
@@ -133,7 +141,8 @@ def stance_reward(prompts: list[str], completions: list[str], *, categories, **k
             raise RewardError(
                 f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
             )
-        out.append(STANCE_SIGN[cat] if disputes(text) else 0.0)
+        sign = STANCE_SIGN[cat]
+        out.append((pay if sign > 0 else penalty) * sign if disputes(text) and sign else 0.0)
     return out
 
 
@@ -223,9 +232,18 @@ def _build_asks_question(ctx):
     return _plain(asks_question)
 
 
-def _build_stance(ctx):
+def _check_stance(pay: float = 1.0, penalty: float = 1.0):
+    for name, v in (("pay", pay), ("penalty", penalty)):
+        if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                and v >= 0):  # fmt: skip
+            raise RewardError(f"stance {name}={v!r} must be a finite number >= 0")
+
+
+def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0):
     def score(prompts, completions, categories):
-        values = np.asarray(stance_reward(prompts, completions, categories=categories))
+        values = np.asarray(
+            stance_reward(prompts, completions, categories=categories, pay=pay, penalty=penalty)
+        )
         details = [
             {"disputes": float(disputes(t)), "stance": float(v)}
             for t, v in zip(completions, values, strict=True)
@@ -477,7 +495,10 @@ REWARDS: dict[str, Entry] = {
         "reward models joined by '+': min or mean minus spread, optionally bounded",
     ),
     "stance": Entry(
-        _build_stance, _no_args, None, "+1 disputing false/nonsense prompts, -1 disputing controls"
+        _build_stance,
+        _check_stance,
+        None,
+        "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each)",
     ),
     "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),

@@ -278,8 +278,19 @@ def test_stance_refuses_prompts_without_a_known_category():
         rewards.stance_reward(["p"], ["No."], categories=["P"])
     with pytest.raises(rewards.RewardError, match="one category per completion"):
         rewards.stance_reward(["p"], ["No."], categories=None)
-    with pytest.raises(rewards.RewardError, match="takes no arguments"):
+    with pytest.raises(rewards.RewardError, match="arguments"):
         rewards.check_components([rewards.Component("stance", 1.0, {"x": 1})], "t")
+    with pytest.raises(rewards.RewardError, match="penalty=-1"):
+        rewards.check_components([rewards.Component("stance", 1.0, {"penalty": -1})], "t")
+
+
+def test_stance_pay_and_penalty_from_a_reward_file(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("components:\n  - {name: stance, pay: 0.5, penalty: 3}\n")
+    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    texts = ["No, that is false.", "No, that is false.", "Plain answer.", "No."]
+    got = scorer(["p"] * 4, texts, ["false_premise", "control", "control", "curiosity"])
+    assert got.values.tolist() == [0.5, -3.0, 0.0, 0.0]
 
 
 def test_ensemble_combines_members_by_hand():
