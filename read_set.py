@@ -30,7 +30,7 @@ import stats
 from prompts import CATEGORIES, DataError
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
-KEY_FIELDS = ("id", "model", "prompt_id")
+KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")
 
 
 def load_answers(path) -> list[dict]:
@@ -55,10 +55,14 @@ def load_answers(path) -> list[dict]:
     return rows
 
 
-def sample(rows: list[dict], per_category: int, seed: int) -> tuple[list[dict], list[dict]]:
+def sample(
+    rows: list[dict], per_category: int, seed: int, prefix: str = "read"
+) -> tuple[list[dict], list[dict]]:
     """(blind answers, key): `per_category` prompts per category answered by every model, each
-    model's first answer to each, shuffled with `seed`. ValueError when a category has fewer
-    such prompts than asked."""
+    model's first answer to each, shuffled with `seed`; ids `{prefix}-0000`... The prompts drawn
+    depend only on the prompt ids and the seed, so a later model's answers sampled with the same
+    seed are to the same prompts (a second read set beside the first). ValueError when a
+    category has fewer such prompts than asked."""
     if per_category < 1:
         raise ValueError(f"--per-category {per_category}: must be >= 1")
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -84,10 +88,10 @@ def sample(rows: list[dict], per_category: int, seed: int) -> tuple[list[dict], 
     blind, key = [], []
     for k, (m, i) in enumerate(items):
         r = first[(m, i)]
-        rid = f"read-{k:04d}"
+        rid = f"{prefix}-{k:04d}"
         blind.append({"id": rid, "category": r["category"], "prompt": r["prompt"],
                       "answer": r["answer"]})  # fmt: skip
-        key.append({"id": rid, "model": m, "prompt_id": i})
+        key.append({"id": rid, "model": m, "prompt_id": i, "model_rank": models.index(m)})
     return blind, key
 
 
@@ -114,7 +118,11 @@ def figures(labelled: list[dict], key: dict[str, dict]) -> dict:
     missing = [r["id"] for r in labelled if r["id"] not in key]
     if missing:
         raise DataError(f"labelled ids {missing[:3]} are not in the key; use the sample's key")
-    models = list(dict.fromkeys(key[r["id"]]["model"] for r in labelled))
+    rank = {}  # a model's place: its read set's order, then its place in evaluate's answers file
+    for r in labelled:
+        k = key[r["id"]]
+        rank.setdefault(k["model"], (k.get("set", 0), k["model_rank"]))
+    models = sorted(rank, key=rank.get)
     out = {"models": models, "by_model": {}, "vs_first": {}}
     per = {}  # (model, category) -> {prompt_id: labelled row}
     for r in labelled:
@@ -182,8 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--per-category", type=int, default=12, help="prompts per category")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="folder for answers.jsonl and key.jsonl")
+    s.add_argument("--id-prefix", default="read", help="answer ids PREFIX-0000... (unique per set)")
     f = sub.add_parser("figures", help="per-model figures from DIR's labels")
-    f.add_argument("--dir", required=True, help="the sample's folder, with labels.jsonl")
+    f.add_argument(
+        "--dir",
+        action="append",
+        required=True,
+        help="a sample's folder with labels.jsonl (repeat to join read sets of the same prompts)",
+    )
     f.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -192,7 +206,7 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     try:
         if a.command == "sample":
-            blind, key = sample(load_answers(a.answers), a.per_category, a.seed)
+            blind, key = sample(load_answers(a.answers), a.per_category, a.seed, a.id_prefix)
             out = Path(a.out)
             out.mkdir(parents=True, exist_ok=True)
             if (out / "labels.jsonl").exists():
@@ -202,12 +216,18 @@ def main(argv=None) -> int:
             print(f"{len(blind)} answers to label in {out / 'answers.jsonl'} (blind; the key is "
                   f"{out / 'key.jsonl'}); write {out / 'labels.jsonl'}")  # fmt: skip
             return 0
-        d = Path(a.dir)
-        for name in ("answers.jsonl", "key.jsonl", "labels.jsonl"):
-            if not (d / name).is_file():
-                raise FileNotFoundError(f"{d / name} not found: run `sample`, then label")
-        labelled = gold.load_gold(d / "answers.jsonl", d / "labels.jsonl", READ_FIELDS)
-        result = figures(labelled, load_key(d / "key.jsonl"))
+        labelled, key = [], {}
+        for n, d in enumerate(map(Path, a.dir)):
+            for name in ("answers.jsonl", "key.jsonl", "labels.jsonl"):
+                if not (d / name).is_file():
+                    raise FileNotFoundError(f"{d / name} not found: run `sample`, then label")
+            rows = gold.load_gold(d / "answers.jsonl", d / "labels.jsonl", READ_FIELDS)
+            clash = sorted({r["id"] for r in rows} & set(key))
+            if clash:
+                raise ValueError(f"{d}: ids {clash[:3]} also in an earlier set; use --id-prefix")
+            labelled += rows
+            key |= {i: {**k, "set": n} for i, k in load_key(d / "key.jsonl").items()}
+        result = figures(labelled, key)
     except (DataError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -80,8 +80,12 @@ def test_figures_by_hand(tmp_path):
     for rid, (m, p, c, lab) in key.items():
         labelled.append({"id": rid, "category": c, "prompt": p, "answer": "x",
                          **label(rid, lab, c, engages=(m == "tuned"))})  # fmt: skip
-    got = read_set.figures(labelled, {k: {"id": k, "model": v[0], "prompt_id": v[1]}
-                                      for k, v in key.items()})  # fmt: skip
+    ranks = {"base": 0, "tuned": 1}
+    got = read_set.figures(
+        labelled,
+        {k: {"id": k, "model": v[0], "prompt_id": v[1], "model_rank": ranks[v[0]]}
+         for k, v in key.items()},
+    )  # fmt: skip
     assert got["models"] == ["base", "tuned"]
     ctl = got["by_model"]["base"]["control"]
     assert (ctl["n"], ctl["pushback"]["k"], ctl["pushback"]["value"]) == (2, 1, 0.5)
@@ -134,3 +138,28 @@ def test_evaluate_writes_every_answer_for_the_read_set(tmp_path):
     assert rows[-1]["answer"] == "b1'" and rows[-1]["sample"] == 1
     blind, key = read_set.sample(read_set.load_answers(path), 1, seed=0)
     assert {b["answer"] for b in blind} == {"a0", "a1", "b0", "b1"}  # first answers only
+
+
+def test_a_later_model_read_on_the_same_prompts_joins_the_first_set(tmp_path, capsys):
+    first, later = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows_for(["base", "sft"], PROMPTS)))
+    later.write_text("".join(json.dumps(r) + "\n" for r in rows_for(["grpo"], PROMPTS)))
+    for path, out, prefix in ((first, "r1", "read"), (later, "r2", "read2")):
+        argv = ["sample", "--answers", str(path), "--per-category", "1", "--out",
+                str(tmp_path / out), "--id-prefix", prefix]  # fmt: skip
+        assert read_set.main(argv) == 0
+        blind = [json.loads(x) for x in (tmp_path / out / "answers.jsonl").read_text().splitlines()]
+        labels = [label(b["id"], "answers", b["category"], engages=True) for b in blind]
+        (tmp_path / out / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    keys = [
+        [json.loads(x)["prompt_id"] for x in (tmp_path / d / "key.jsonl").read_text().splitlines()]
+        for d in ("r1", "r2")
+    ]
+    assert set(keys[0]) == set(keys[1])  # the same prompts drawn
+    argv = ["figures", "--dir", str(tmp_path / "r1"), "--dir", str(tmp_path / "r2"), "--json"]
+    capsys.readouterr()  # the samples' messages
+    assert read_set.main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["models"] == ["base", "sft", "grpo"] and set(got["vs_first"]) == {"sft", "grpo"}
+    argv = ["figures", "--dir", str(tmp_path / "r1"), "--dir", str(tmp_path / "r1")]
+    assert read_set.main(argv) == 2 and "--id-prefix" in capsys.readouterr().err

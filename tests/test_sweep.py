@@ -96,6 +96,8 @@ def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys)
         "4",
         "--lora-rank",
         "2",
+        "--lora-layers",
+        "0",  # the values task's CLI setting (12) is more blocks than the tiny model has
         "--forget-rank",
         "2",
         "--routing",
