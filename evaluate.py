@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 import diversity
+import eval_report
 import kernels
 import rewards
 import stats
@@ -556,20 +557,6 @@ def to_json(result: dict) -> str:
     return json.dumps(no_nan(result), allow_nan=False)
 
 
-def cell(fig: dict | None, diff: dict | None) -> str:
-    """'0.42 [0.30,0.55]' for a figure; a later model's adds its difference from the base,
-    '+0.10*' when its 95% interval excludes 0 and '+0.02 n.s.' when it contains 0."""
-    if not fig or fig.get("value") is None:
-        return "-"
-    text = f"{fig['value']:.3g}"
-    if fig.get("ci95"):
-        lo, hi = fig["ci95"]
-        text += f" [{lo:.2g},{hi:.2g}]"
-    if diff and diff.get("diff") is not None:
-        text += f" {diff['diff']:+.2g}{' n.s.' if diff['contains_zero'] else '*'}"
-    return text
-
-
 def grader_line(g: dict) -> str:
     """The grader's gold-set figures, printed with every pushback figure it makes."""
     gold = g["gold"]
@@ -613,7 +600,8 @@ def table(result: dict) -> str:
         lines.append(f"{'metric':<36}" + "".join(f"{n[: width - 2]:>{width}}" for n in names))
         for key in rows:
             cells = [
-                cell(figures[m][cat].get(key), vs.get(m, {}).get(cat, {}).get(key)) for m in models
+                stats.cell(figures[m][cat].get(key), vs.get(m, {}).get(cat, {}).get(key))
+                for m in models
             ]
             lines.append(f"{key[:36]:<36}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
@@ -734,8 +722,6 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.report:
-        import eval_report
-
         print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
     if a.answers_out:
         print(f"answers: {write_answers(result, a.answers_out)}", file=sys.stderr)
