@@ -29,7 +29,7 @@ import diversity
 import hacks
 import lora
 import rewards
-from evaluate import eval_subset
+from prompts import eval_subset
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
 SWEEP = (0.0, 0.25, 0.5, 0.75, 1.0)  # forget scale with retain at 1

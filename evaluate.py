@@ -38,24 +38,12 @@ import stats
 import tasks
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError, resolve
-from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
+from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
 from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
-
-
-def eval_subset(records: list[dict], limit: int | None) -> list[dict]:
-    """The first `limit` records taken round-robin over categories, so every category counts."""
-    by_cat = {}
-    for r in records:
-        by_cat.setdefault(r["category"], []).append(r)
-    queues = [by_cat[c] for c in sorted(by_cat)]
-    out = []
-    for i in range(max(len(q) for q in queues)):
-        out += [q[i] for q in queues if i < len(q)]
-    return out if limit is None else out[:limit]
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:

@@ -316,9 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(a) -> tuple[Path, list[dict]]:
     """Every input checked before any model work: (output folder, prompt or pair records).
     ValueError (DataError, LoadError-as-ValueError) naming the input and the fix."""
-    from evaluate import eval_subset
     from load_weights import LoadError, resolve
-    from prompts import load_pairs, load_prompts
+    from prompts import eval_subset, load_pairs, load_prompts
 
     if (a.model is None) == (a.reward_model is None):
         raise ValueError("give exactly one of --model (a policy) and --reward-model (a folder)")
