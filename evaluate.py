@@ -32,10 +32,13 @@ from tqdm import tqdm
 
 import diversity
 import eval_report
+import gold
 import kernels
+import reward_model
 import rewards
 import stats
 import tasks
+from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError, resolve
 from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
@@ -123,8 +126,6 @@ def load_prompt_files(paths: list[str]) -> list[dict]:
 def model_fingerprint(ref: str) -> str:
     """Identity of a model (or reward-model) folder for the cache: its files' names, sizes and
     modification times (an alias or hub id: the resolved file)."""
-    from load_weights import resolve
-
     path = Path(ref) if Path(ref).exists() else resolve(ref)
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
     listing = [
@@ -218,8 +219,6 @@ class PushbackClassifier:
     here (and cached), so every pushback figure can be printed with it."""
 
     def __init__(self, path: str, labels: str, cache: Cache):
-        import reward_model
-
         self.path, self.model = path, reward_model.load(path)
         key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
         acc = cache.get(key)
@@ -262,8 +261,6 @@ def grade_answers(grader, records, texts) -> dict:
 def gold_figures(grader, path: str, cache) -> dict:
     """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
     never trained on), cached per grader: printed beside every figure the grader makes."""
-    import gold
-
     key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
                     model_fingerprint(gold.LABELS_FILE))  # fmt: skip
     figs = cache.get(key)
@@ -398,8 +395,6 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         resolve(ref)
     grader = grader_gold = None
     if cfg.grader:
-        from grade import Grader
-
         grader = Grader.load(cfg.grader)
         grader_gold = gold_figures(grader, cfg.grader, cache)
     classifier = None

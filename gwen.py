@@ -26,6 +26,7 @@ from mlx.utils import tree_flatten
 import chat_format
 import cpu_ops
 import kernels
+import load_weights
 import sampling
 from kvcache import KVCache
 
@@ -90,9 +91,7 @@ class Gwen:
 
     @classmethod
     def load(cls, model_ref: str, dtype=None, **kw) -> "Gwen":
-        from load_weights import load
-
-        return cls(*load(model_ref, dtype), **kw)
+        return cls(*load_weights.load(model_ref, dtype), **kw)
 
     def _eos_ids(self) -> list[int]:
         ids = [self.tokenizer.eos_token_id]

@@ -30,6 +30,11 @@ import numpy as np
 from mlx.utils import tree_flatten
 from tqdm import tqdm
 
+import reward_model
+from gwen import Gwen, sequence_hidden, sequence_logprobs
+from kernels import full_kl
+from load_weights import LoadError, resolve
+from prompts import eval_subset, load_pairs, load_prompts
 from quant import (
     block_linears,
     check_settings,
@@ -38,6 +43,7 @@ from quant import (
     quantized_layers,
     save_model,
 )
+from train_rm import split_records as split_pairs
 
 REPORT_FILE = "quantize_report.json"
 
@@ -56,8 +62,6 @@ def quantize_policy(original, out, bits: int, group_size: int) -> int:
 def quantize_reward_model(rm, source, out, bits: int, group_size: int) -> int:
     """Write reward model `rm` as a self-contained folder `out`: its (merged) backbone quantized
     in BACKBONE_DIR, its head as the only trained weights; return the quantized Linear count."""
-    import reward_model
-
     backbone = copy_model(rm.backbone, bits, group_size)
     backbone.freeze()
     cfg = dataclasses.replace(rm.config, lora_rank=0, train_layers=0, head_only=True)
@@ -104,8 +108,6 @@ def policy_speed(load, prompts: list[str], new_tokens: int):
     `new_tokens` tokens for every prompt in one batch, then the log-probs of those sequences as
     the KL reference computes them. Returns (gwen, stats, sample, log-probs); peak memory is
     counted from before the load."""
-    from gwen import sequence_logprobs
-
     base = _memory_mark()
     t0 = time.perf_counter()
     gwen = load()
@@ -134,9 +136,6 @@ def answer_kl(original, other, records, max_tokens, temperature, seed, batch) ->
     own answers, EOS included: per batch of prompts the original (a Gwen) samples one answer
     each (temperature, seed), both models read prompt + answer, kernels.full_kl compares them.
     Returns the per-token values (float32, one per answer token)."""
-    from gwen import sequence_hidden
-    from kernels import full_kl
-
     values = []
     for i in tqdm(range(0, len(records), batch), desc="KL", unit="batch", leave=False):
         prompts = [r["prompt"] for r in records[i : i + batch]]
@@ -160,8 +159,6 @@ def kl_summary(values: np.ndarray) -> dict:
 
 def measure_policy(a, records: list[dict], out: Path) -> dict:
     """Quantize the policy `a.model` into `out` and measure it against the original."""
-    from gwen import Gwen, sequence_logprobs
-
     dtype = backend.parse_dtype(a.dtype)
     speed_prompts = [r["prompt"] for r in records[: a.speed_batch]]
     original, orig_stats, _, _ = policy_speed(
@@ -236,8 +233,6 @@ def rm_speed(load, pairs: list[dict]):
 
 def measure_reward_model(a, pairs: list[dict], out: Path) -> dict:
     """Quantize the reward model `a.reward_model` into `out`; compare pairwise accuracy."""
-    import reward_model
-
     dtype = backend.parse_dtype(a.dtype)
     speed_pairs = pairs[: a.speed_batch]
     original, orig_stats, _ = rm_speed(
@@ -316,9 +311,6 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(a) -> tuple[Path, list[dict]]:
     """Every input checked before any model work: (output folder, prompt or pair records).
     ValueError (DataError, LoadError-as-ValueError) naming the input and the fix."""
-    from load_weights import LoadError, resolve
-    from prompts import eval_subset, load_pairs, load_prompts
-
     if (a.model is None) == (a.reward_model is None):
         raise ValueError("give exactly one of --model (a policy) and --reward-model (a folder)")
     check_settings(a.bits, a.group_size)
@@ -358,8 +350,6 @@ def select_pairs(pairs: list[dict], split: str, path) -> list[dict]:
     """The pairs of `split` ("all": every pair); a pair without a split field is train."""
     if split == "all":
         return pairs
-    from train_rm import split_records as split_pairs
-
     by_split = split_pairs(pairs)
     if split not in by_split:
         raise ValueError(f"--split {split!r}: use train, val, test or all")
@@ -404,8 +394,6 @@ def run(a, out: Path, records: list[dict]) -> dict:
 def source_size(model: str | None, rm_folder: str | None) -> tuple[int, bool]:
     """(bytes on disk, whether that is a GGUF file) of a policy, or of a reward-model folder
     plus the base model it rebuilds from (its own backbone folder included if it has one)."""
-    from load_weights import resolve
-
     extra = 0
     if rm_folder is not None:
         extra = folder_bytes(rm_folder)
@@ -419,13 +407,9 @@ def source_size(model: str | None, rm_folder: str | None) -> tuple[int, bool]:
 def _quantize_only(a, out: Path) -> dict:
     dtype = backend.parse_dtype(a.dtype)
     if a.model is not None:
-        from gwen import Gwen
-
         original = Gwen.load(a.model, dtype)
         n = quantize_policy(original, out, a.bits, a.group_size)
         return {"kind": "policy", "quantized_linears": n}
-    import reward_model
-
     rm = reward_model.load(a.reward_model, dtype)
     n = quantize_reward_model(rm, a.reward_model, out, a.bits, a.group_size)
     return {"kind": "reward_model", "quantized_linears": n}
@@ -474,8 +458,6 @@ def format_table(r: dict) -> str:
 
 def main(argv=None) -> int:
     """The CLI: a bad input is one `error:` line and exit status 2."""
-    from load_weights import LoadError
-
     a = build_parser().parse_args(argv)
     try:
         out, records = check_args(a)
