@@ -25,11 +25,14 @@ import backend
 
 import numpy as np
 
+import checkpoint
 import diversity
 import hacks
 import lora
 import rewards
-from prompts import eval_subset
+from gwen import Gwen
+from load_weights import LoadError
+from prompts import DataError, eval_subset, load_prompts
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
 SWEEP = (0.0, 0.25, 0.5, 0.75, 1.0)  # forget scale with retain at 1
@@ -150,8 +153,6 @@ def _run_config(path: Path) -> dict:
 
 def resolve_checkpoint(ref: str) -> tuple[Path | None, dict]:
     """(checkpoint folder or None for a plain model reference, its run config or {})."""
-    import checkpoint
-
     path = Path(ref)
     if (path / "latest").exists():
         path = checkpoint.latest(path)
@@ -164,8 +165,6 @@ def load_policy(ref: str, base: str | None = None, dtype=None):
     """A Gwen from a run directory, a checkpoint (full weights, LoRA or dual adapters; adapter
     ranks are read from the files) or a model reference; `base` overrides the base model of an
     adapter checkpoint (default: the run config's --model)."""
-    from gwen import Gwen
-
     ckpt, run_cfg = resolve_checkpoint(ref)
     if ckpt is None or (ckpt / "model.safetensors").exists():
         return Gwen.load(str(ckpt or ref), dtype)
@@ -197,8 +196,6 @@ def _judge(policy, run_cfg: dict, ref: str):
     """For a rubric task reward: the starting weights judge, as in training (reference.py)."""
 
     def judge():
-        from gwen import Gwen
-
         if lora.adapters_of(policy.model):
             return policy, lambda: lora.adapters_disabled(policy.model)
         return Gwen.load(run_cfg.get("model") or ref), contextlib.nullcontext
@@ -248,9 +245,6 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the report (Markdown) to this file")
     args = p.parse_args(argv)
-    from load_weights import LoadError
-    from prompts import DataError, load_prompts
-
     try:
         ckpt, run_cfg = resolve_checkpoint(args.checkpoint)
         cfg = _settings(args, run_cfg)
