@@ -14,7 +14,6 @@ base (stats.py). Answers and scores are cached under --cache-dir so a second rep
 """
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,6 +41,7 @@ from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import LoadError, resolve
 from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
+from reference import starting_judge
 from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
@@ -126,7 +126,7 @@ def load_prompt_files(paths: list[str]) -> list[dict]:
 def model_fingerprint(ref: str) -> str:
     """Identity of a model (or reward-model) folder for the cache: its files' names, sizes and
     modification times (an alias or hub id: the resolved file)."""
-    path = Path(ref) if Path(ref).exists() else resolve(ref)
+    path = Path(ref) if Path(ref).exists() else resolve(ref).path
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
     listing = [
         (
@@ -391,8 +391,8 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
 def evaluate_models(cfg: EvalConfig) -> dict:
     records = eval_subset(load_prompt_files(cfg.prompts), cfg.limit)  # bad files fail first
     cache = Cache(cfg.cache_dir)
-    for ref in cfg.models:  # a missing model fails now, before any grader or model loads
-        resolve(ref)
+    # a missing model (or an adapter checkpoint's base) fails now, before any model loads
+    sources = {ref: resolve(ref) for ref in cfg.models}
     grader = grader_gold = None
     if cfg.grader:
         grader = Grader.load(cfg.grader)
@@ -413,21 +413,26 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     }
     prompt_key = [(r["id"], r["prompt"]) for r in records]
     base_ref = cfg.models[0]
-    base = Gwen.load(base_ref)
-    judge = cfg.judge_model or base_ref
-    judge_cache = {}
+    base = Gwen.load(sources[base_ref])
+    # the judge: --judge-model, else the base model's starting weights (reference.py)
+    start = sources[base_ref].start
+    judge = cfg.judge_model or start or base_ref
+    judge_cache = []
+
+    def load_judge(ref, dtype=None):
+        return base if ref == base_ref else Gwen.load(ref, dtype)
 
     def judge_factory():
-        if judge not in judge_cache:
-            judge_cache[judge] = (
-                Gwen(base.model, base.tokenizer) if judge == base_ref else Gwen.load(judge)
+        if not judge_cache:
+            judge_cache.append(
+                starting_judge(base, judge_model=cfg.judge_model, start=start, load=load_judge)
             )
-        return judge_cache[judge], contextlib.nullcontext
+        return judge_cache[0]
 
     results = {}
     for ref in cfg.models:
         fp = model_fingerprint(ref)
-        gwen = base if ref == base_ref else Gwen.load(ref)
+        gwen = base if ref == base_ref else Gwen.load(sources[ref])
         akey = Cache.key("answers", fp, prompt_key, settings)
         answers = cache.get(akey)
         if answers is None:
@@ -596,8 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         required=True,
-        help="a model (repeat; the first is the base for KL): HF or LoRA checkpoint "
-        "folder, hub id, smollm2-135m",
+        help="a model (repeat; the first is the base for KL): HF folder, training checkpoint "
+        "(full, LoRA or dual adapters), run folder (its latest checkpoint), hub id, smollm2-135m",
     )
     p.add_argument(
         "--prompts",
@@ -622,7 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a reward spec to score with (repeat; default: train.py's default and rubric)",
     )
     p.add_argument(
-        "--judge-model", default=None, help="judge for rubric rewards (default: the first model)"
+        "--judge-model",
+        default=None,
+        help="judge for rubric rewards (default: the first model's starting weights)",
     )
     p.add_argument(
         "--grader",

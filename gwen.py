@@ -90,8 +90,10 @@ class Gwen:
         self.sampler = sampling.default_kind()
 
     @classmethod
-    def load(cls, model_ref: str, dtype=None, **kw) -> "Gwen":
-        return cls(*load_weights.load(model_ref, dtype), **kw)
+    def load(cls, model_ref, dtype=None, *, base=None, merge=True, **kw) -> "Gwen":
+        """Any `--model` (load_weights.resolve: a reference or its ModelSource); `base` and
+        `merge` as load_weights.load takes them, `kw` to the constructor."""
+        return cls(*load_weights.load(model_ref, dtype, base=base, merge=merge), **kw)
 
     def _eos_ids(self) -> list[int]:
         ids = [self.tokenizer.eos_token_id]

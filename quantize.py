@@ -322,7 +322,7 @@ def check_args(a) -> tuple[Path, list[dict]]:
         raise ValueError(f"--temperature {a.temperature}: must be >= 0 (0 = greedy)")
     if a.model is not None:
         try:
-            source = resolve(a.model)
+            source = resolve(a.model).path
         except LoadError as e:
             raise ValueError(str(e)) from e
         records = eval_subset(load_prompts(a.data), a.limit)
@@ -400,7 +400,7 @@ def source_size(model: str | None, rm_folder: str | None) -> tuple[int, bool]:
         model = json.loads((Path(rm_folder) / "rm_config.json").read_text())["base_model"]
         if (Path(rm_folder) / model).is_dir():
             return extra, False
-    path = resolve(model)
+    path = resolve(model).path
     return extra + folder_bytes(path), path.suffix == ".gguf"
 
 
