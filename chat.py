@@ -28,7 +28,7 @@ import backend
 import rewards
 import tasks
 from gwen import Gwen
-from load_weights import LoadError, ModelSource, resolve
+from load_weights import MODEL_HELP, LoadError, ModelSource, resolve
 from prompts import CATEGORIES
 from reference import starting_judge
 
@@ -309,9 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         action="append",
-        help="HF folder, hub id, smollm2-135m, a training checkpoint (full, LoRA or dual "
-        "adapters) or a run folder (its latest checkpoint); give it twice to compare side by side "
-        f"(default: {DEFAULT_MODEL})",
+        help=f"{MODEL_HELP}; give it twice to compare side by side (default: {DEFAULT_MODEL})",
     )
     p.add_argument(
         "--base", help="base model of adapter checkpoints (default: the run's train_config.json)"

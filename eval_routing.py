@@ -30,7 +30,7 @@ import hacks
 import lora
 import rewards
 from gwen import Gwen
-from load_weights import LoadError, resolve
+from load_weights import MODEL_HELP, LoadError, resolve
 from prompts import DataError, eval_subset, load_prompts
 from reference import starting_judge
 
@@ -166,7 +166,7 @@ def _settings(args, run_cfg: dict) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("checkpoint", help="run dir, checkpoint folder, HF folder or smollm2-135m")
+    p.add_argument("checkpoint", help=MODEL_HELP)
     p.add_argument("--base", help="base model of an adapter checkpoint (default: its run's)")
     p.add_argument("--data", help="prompts JSONL (default: the run's --eval-data)")
     p.add_argument("--task-reward", help="reward spec of the task (default: the run's)")

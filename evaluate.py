@@ -39,7 +39,7 @@ import stats
 import tasks
 from grade import Grader
 from gwen import Gwen, sequence_hidden
-from load_weights import LoadError, resolve
+from load_weights import MODEL_HELP, LoadError, resolve
 from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
 from reference import starting_judge
 from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
@@ -601,8 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         required=True,
-        help="a model (repeat; the first is the base for KL): HF folder, training checkpoint "
-        "(full, LoRA or dual adapters), run folder (its latest checkpoint), hub id, smollm2-135m",
+        help=f"a model (repeat; the first is the base for KL): {MODEL_HELP}",
     )
     p.add_argument(
         "--prompts",

@@ -419,7 +419,7 @@ def _check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
-    p.add_argument("--model", default="smollm2-135m", help="HF folder, hub id or smollm2-135m")
+    p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
     p.add_argument("--group-size", type=int, default=1, help="samples per prompt")
     p.add_argument("--max-tokens", type=int, default=128, help="max new tokens per sample")

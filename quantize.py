@@ -33,7 +33,7 @@ from tqdm import tqdm
 import reward_model
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from kernels import full_kl
-from load_weights import LoadError, resolve
+from load_weights import MODEL_HELP, LoadError, resolve
 from prompts import eval_subset, load_pairs, load_prompts
 from quant import (
     block_linears,
@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Quantize a policy or a reward model (MLX affine, 8 or 4 bits) into a "
         "loadable folder and measure what was lost (rl-values)."
     )
-    p.add_argument("--model", help="policy to quantize: HF folder, hub id or smollm2-135m")
+    p.add_argument("--model", help=f"policy to quantize: {MODEL_HELP}")
     p.add_argument("--reward-model", help="reward-model folder (train_rm.py) to quantize")
     p.add_argument("--bits", type=int, default=8, help="8 or 4 (default: 8)")
     p.add_argument("--group-size", type=int, default=64, help="32, 64 or 128 (default: 64)")
