@@ -26,6 +26,7 @@ import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
 
 import distributed
+from load_weights import load
 
 ROOT = Path(__file__).resolve().parent
 
@@ -54,8 +55,6 @@ def json_run(cmd: list[str]) -> dict:
 def allsum_worker(model: str, trials: int) -> None:
     """Under mlx.launch: time sum_gradients on a tree shaped like the model's parameters, and
     the AdamW update every rank repeats (the parts of a step that do not shrink with N)."""
-    from load_weights import load
-
     net, _ = load(model, backend.default_dtype())
     grads = tree_map(lambda p: mx.ones_like(p) * 1e-3, net.trainable_parameters())
     mx.eval(grads)

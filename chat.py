@@ -15,8 +15,6 @@ transcripts, or run two requests at once. See knowledge/chat.md.
 """
 
 import argparse
-import contextlib
-import json
 import math
 import os
 import queue
@@ -24,92 +22,48 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import backend
 
-import checkpoint
-import load_weights
-import lora
 import rewards
 import tasks
 from gwen import Gwen
-from load_weights import LoadError, lora_base, resolve
+from load_weights import MODEL_HELP, LoadError, ModelSource, resolve
 from prompts import CATEGORIES
+from reference import starting_judge
 
 DEFAULT_MODEL = "smollm2-135m"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 # ----------------------------------------------------------------------------------------------
-# Which weights a --model names
-
-
-def checkpoint_folder(ref: str) -> Path | None:
-    """The folder behind a local reference: a run directory (`runs/NAME`) means its latest
-    checkpoint; None for a hub id or alias."""
-    path = Path(ref).expanduser()
-    if (path / "latest").is_file():
-        return checkpoint.latest(path)
-    return path if path.is_dir() else None
-
-
-def is_lora(folder: Path | None) -> bool:
-    return folder is not None and (folder / lora.ADAPTER_FILE).is_file()
-
-
-def starting_ref(folder: Path | None) -> str | None:
-    """The model a training checkpoint's run started from (train_config.json `model`), if any."""
-    if folder is None or not (folder / "train_config.json").is_file():
-        return None
-    return json.loads((folder / "train_config.json").read_text()).get("model")
-
-
-def check_model_ref(ref: str, base: str | None) -> None:
-    """Raise LoadError/FileNotFoundError now, before any weights load, if `ref` cannot load."""
-    folder = checkpoint_folder(ref)
-    if is_lora(folder):
-        if not (folder / lora.CONFIG_FILE).is_file():
-            raise LoadError(f"{folder} has {lora.ADAPTER_FILE} but no {lora.CONFIG_FILE}")
-        resolve(lora_base(folder, base))
-    else:
-        resolve(str(folder or ref))
-
-
-def load_lora(folder: Path, base: str, dtype) -> Gwen:
-    """`base` with the folder's adapters applied and left switchable (the judge runs the base
-    with them off)."""
-    return Gwen(*load_weights.load_lora(folder, base, dtype, merge=False))
+# Which weights a --model names (load_weights.resolve) and who judges (reference.starting_judge)
 
 
 def load_models(refs: list[str], base: str | None, judge_model: str | None, dtype):
     """([(name, Gwen)] for the page, (judge Gwen, context to judge inside)).
 
-    The judge is `judge_model`, else the first model's starting weights: a LoRA checkpoint's
-    base with the adapters off, a full checkpoint's starting model, or the model itself. A plain
-    model named twice loads once; a LoRA checkpoint gets its own copy of its base."""
+    An adapter checkpoint (LoRA or dual) gets its own copy of its base with the adapters left
+    switchable; a plain model named twice loads once. The judge is `judge_model`, else the first
+    model's starting weights (reference.starting_judge): an adapter checkpoint's base with the
+    adapters off, a full checkpoint's starting model, or the model itself."""
     plain = {}
 
-    def load_plain(ref: str) -> Gwen:
-        if ref not in plain:
-            plain[ref] = Gwen.load(ref, dtype)
-        return plain[ref]
+    def load_plain(ref, dtype=dtype) -> Gwen:
+        src = ref if isinstance(ref, ModelSource) else resolve(ref)
+        if str(src.path) not in plain:
+            plain[str(src.path)] = Gwen.load(src, dtype)
+        return plain[str(src.path)]
 
-    models = []
-    for ref in refs:
-        folder = checkpoint_folder(ref)
-        if is_lora(folder):
-            models.append((ref, load_lora(folder, lora_base(folder, base), dtype)))
-        else:
-            models.append((ref, load_plain(str(folder or ref))))
-    if judge_model:
-        return models, (load_plain(judge_model), contextlib.nullcontext)
-    first = models[0][1]
-    folder = checkpoint_folder(refs[0])
-    if is_lora(folder):
-        return models, (first, lambda: lora.adapters_disabled(first.model))
-    start = starting_ref(folder)
-    return models, (load_plain(start) if start else first, contextlib.nullcontext)
+    sources = [resolve(ref, base) for ref in refs]
+    models = [
+        (src.ref, Gwen.load(src, dtype, merge=False) if src.adapters else load_plain(src))
+        for src in sources
+    ]
+    judge = starting_judge(
+        models[0][1], judge_model=judge_model, start=sources[0].start, load=load_plain, dtype=dtype
+    )
+    return models, judge
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,12 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         action="append",
-        help="HF folder, hub id, smollm2-135m, a training checkpoint (full or LoRA) or a run "
-        "folder (its latest checkpoint); give it twice to compare side by side "
-        f"(default: {DEFAULT_MODEL})",
+        help=f"{MODEL_HELP}; give it twice to compare side by side (default: {DEFAULT_MODEL})",
     )
     p.add_argument(
-        "--base", help="base model of LoRA checkpoints (default: the run's train_config.json)"
+        "--base", help="base model of adapter checkpoints (default: the run's train_config.json)"
     )
     p.add_argument("--judge-model", help="rubric judge (default: the first model's start)")
     p.add_argument(
@@ -401,7 +353,7 @@ def check_args(args) -> list[rewards.Component]:
         raise ValueError("--max-tokens must be >= 1 and --temperature >= 0")
     backend.parse_dtype(args.dtype)
     for ref in refs:
-        check_model_ref(ref, args.base)
+        resolve(ref, args.base)
     if args.judge_model:
         resolve(args.judge_model)
     return reward_components(args.reward_model or tasks.default_reward_model("values"))

@@ -24,6 +24,8 @@ import backend  # noqa: F401
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
+import distributed
+import grpo
 import lora as lora_mod
 
 
@@ -134,8 +136,6 @@ def restore(ckpt: Path, *, model, optimizer, lora: bool = False) -> dict:
 def save_run(run, step: int) -> Path | None:
     """Checkpoint a training run (train.Run) at `step`: weights, optimizer and everything the
     loop needs to go on exactly (rank 0 only: the other ranks hold the same state)."""
-    import distributed
-
     if not distributed.is_main():
         return None
     state = {
@@ -160,8 +160,6 @@ def save_run(run, step: int) -> Path | None:
 def resume_run(run) -> int:
     """Restore the newest checkpoint of run.run_dir into `run` (train.Run) and cut its logs back
     to that step; return the step."""
-    import grpo
-
     ckpt = latest(run.run_dir)
     state = restore(
         ckpt, model=run.policy.model, optimizer=run.optimizer, lora=bool(run.cfg.lora_rank)

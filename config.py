@@ -18,6 +18,7 @@ import grpo
 import hacks
 import rewards
 import tasks
+from load_weights import MODEL_HELP
 
 
 def _f(default, help_text, **kw):
@@ -26,7 +27,7 @@ def _f(default, help_text, **kw):
 
 @dataclass
 class TrainConfig:
-    model: str = _f("smollm2-135m", "policy checkpoint: HF folder, hub id or smollm2-135m")
+    model: str = _f("smollm2-135m", f"the starting policy: {MODEL_HELP}")
     # The environment (tasks.py) and the advantage baseline (grpo.advantages).
     task: str = _f("values", "values (rubric prompts) | chess (P:/A: tasks, graduated reward)")
     baseline: str = _f("group", "advantage baseline: group | ema (per task type) | adaptive")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stats import cell
+
 CHART_METRICS = (
     "pushback_rate",
     "length_words_median",
@@ -49,9 +51,7 @@ def _fmt(v) -> str:
 
 def _table(result: dict, cat: str) -> list[str]:
     """Each figure as value [95% interval]; later models add their paired difference from the
-    base, * when its interval excludes 0, n.s. when it contains 0 (evaluate.cell)."""
-    from evaluate import cell
-
+    base, * when its interval excludes 0, n.s. when it contains 0 (stats.cell)."""
     models = result["models"]
     n = result["results"][models[0]][cat]["n_prompts"]
     head = [f"n = {n} prompts. Value [95% interval]; (difference from the base: * its interval "

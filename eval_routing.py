@@ -29,7 +29,10 @@ import diversity
 import hacks
 import lora
 import rewards
-from evaluate import eval_subset
+from gwen import Gwen
+from load_weights import MODEL_HELP, LoadError, resolve
+from prompts import DataError, eval_subset, load_prompts
+from reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
 SWEEP = (0.0, 0.25, 0.5, 0.75, 1.0)  # forget scale with retain at 1
@@ -134,78 +137,6 @@ def report(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------
-# Any checkpoint as a policy
-
-
-def _run_config(path: Path) -> dict:
-    for name in ("train_config.json", "config.json"):
-        f = path / name
-        if f.is_file():
-            data = json.loads(f.read_text())
-            if "reward" in data:  # a run config, not a model's config.json
-                return data
-    return {}
-
-
-def resolve_checkpoint(ref: str) -> tuple[Path | None, dict]:
-    """(checkpoint folder or None for a plain model reference, its run config or {})."""
-    import checkpoint
-
-    path = Path(ref)
-    if (path / "latest").exists():
-        path = checkpoint.latest(path)
-    if not path.is_dir():
-        return None, {}
-    return path, _run_config(path)
-
-
-def load_policy(ref: str, base: str | None = None, dtype=None):
-    """A Gwen from a run directory, a checkpoint (full weights, LoRA or dual adapters; adapter
-    ranks are read from the files) or a model reference; `base` overrides the base model of an
-    adapter checkpoint (default: the run config's --model)."""
-    from gwen import Gwen
-
-    ckpt, run_cfg = resolve_checkpoint(ref)
-    if ckpt is None or (ckpt / "model.safetensors").exists():
-        return Gwen.load(str(ckpt or ref), dtype)
-    base = base or run_cfg.get("model")
-    if base is None:
-        raise FileNotFoundError(
-            f"{ckpt} holds adapters but no train_config.json names their base model: pass --base"
-        )
-    policy = Gwen.load(base, dtype)
-    if lora.is_dual_folder(ckpt):
-        info = lora.dual_adapter_info(ckpt)
-        lora.apply_dual_lora(
-            policy.model,
-            info["retain_rank"],
-            info["forget_rank"],
-            info["alpha"],
-            info["targets"],
-            info["layers"],
-        )
-        lora.load_dual_adapters(policy.model, ckpt)
-    else:
-        info = lora.adapter_info(ckpt)
-        lora.apply_lora(policy.model, info["rank"], info["alpha"], info["targets"], info["layers"])
-        lora.load_adapters(policy.model, ckpt)
-    return policy
-
-
-def _judge(policy, run_cfg: dict, ref: str):
-    """For a rubric task reward: the starting weights judge, as in training (reference.py)."""
-
-    def judge():
-        from gwen import Gwen
-
-        if lora.adapters_of(policy.model):
-            return policy, lambda: lora.adapters_disabled(policy.model)
-        return Gwen.load(run_cfg.get("model") or ref), contextlib.nullcontext
-
-    return judge
-
-
 def _settings(args, run_cfg: dict) -> dict:
     """Flags, else the checkpoint's run config, else defaults; specs checked before loading."""
 
@@ -235,7 +166,7 @@ def _settings(args, run_cfg: dict) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("checkpoint", help="run dir, checkpoint folder, HF folder or smollm2-135m")
+    p.add_argument("checkpoint", help=MODEL_HELP)
     p.add_argument("--base", help="base model of an adapter checkpoint (default: its run's)")
     p.add_argument("--data", help="prompts JSONL (default: the run's --eval-data)")
     p.add_argument("--task-reward", help="reward spec of the task (default: the run's)")
@@ -248,19 +179,17 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the report (Markdown) to this file")
     args = p.parse_args(argv)
-    from load_weights import LoadError
-    from prompts import DataError, load_prompts
-
     try:
-        ckpt, run_cfg = resolve_checkpoint(args.checkpoint)
-        cfg = _settings(args, run_cfg)
+        src = resolve(args.checkpoint, args.base)
+        cfg = _settings(args, src.run_config)
         records = load_prompts(cfg["data"])
         backend.announce()
-        policy = load_policy(args.checkpoint, args.base)
+        policy = Gwen.load(src, merge=False)  # dual adapters stay switchable: one per mode
     except (ValueError, DataError, LoadError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    ctx = rewards.RewardContext(_judge(policy, run_cfg, args.checkpoint), policy.tokenizer)
+    judge = lambda: starting_judge(policy, start=src.start)  # noqa: E731  (as in training)
+    ctx = rewards.RewardContext(judge, policy.tokenizer)
     task = rewards.build_scorer(rewards.parse_spec(cfg["task_reward"]), ctx)
     detectors = (
         hacks.build(hacks.parse_spec(cfg["hack_detectors"]), ctx) if cfg["hack_detectors"] else []
@@ -276,15 +205,13 @@ def main(argv=None) -> int:
         temperature=cfg["temperature"],
         seed=cfg["seed"],
     )
+    # a folder (a run: its checkpoint) is shown as found; an alias or hub id as given
+    where = str(src.path) if Path(args.checkpoint).expanduser().is_dir() else args.checkpoint
     table = report(metrics)
     if args.out:
-        head = f"# Routing evaluation of {ckpt or args.checkpoint}\n\nSettings: {json.dumps(cfg)}"
+        head = f"# Routing evaluation of {where}\n\nSettings: {json.dumps(cfg)}"
         Path(args.out).write_text(f"{head}\n\n{table}\n")
-    print(
-        json.dumps({"checkpoint": str(ckpt or args.checkpoint), **cfg, **metrics})
-        if args.json
-        else table
-    )
+    print(json.dumps({"checkpoint": where, **cfg, **metrics}) if args.json else table)
     return 0
 
 

@@ -17,14 +17,14 @@ import rewards
 import tasks
 from evaluate import evaluate
 from gwen import Gwen
-from load_weights import LoadError
+from load_weights import MODEL_HELP, LoadError
 from prompts import DataError
 
 
 def main(argv=None) -> int:
     """CLI: evaluate --model on --task's eval file (or --data); bad input is one error line."""
     p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
-    p.add_argument("--model", default="smollm2-135m", help="model, hub id or checkpoint folder")
+    p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--task", default="chess", help=f"one of {sorted(tasks.TASKS)}")
     p.add_argument("--data", help="eval records (default: the task's eval file)")
     p.add_argument("--reward", help="reward spec (default: the task's); no judge-model rewards")

@@ -14,7 +14,6 @@ base (stats.py). Answers and scores are cached under --cache-dir so a second rep
 """
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -31,30 +30,23 @@ import numpy as np
 from tqdm import tqdm
 
 import diversity
+import eval_report
+import gold
 import kernels
+import reward_model
 import rewards
 import stats
 import tasks
+from grade import Grader
 from gwen import Gwen, sequence_hidden
-from load_weights import LoadError, resolve
-from prompts import CATEGORIES, DataError, load_prompts, load_pushback_labels
+from load_weights import MODEL_HELP, LoadError, resolve
+from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
+from reference import starting_judge
 from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
-
-
-def eval_subset(records: list[dict], limit: int | None) -> list[dict]:
-    """The first `limit` records taken round-robin over categories, so every category counts."""
-    by_cat = {}
-    for r in records:
-        by_cat.setdefault(r["category"], []).append(r)
-    queues = [by_cat[c] for c in sorted(by_cat)]
-    out = []
-    for i in range(max(len(q) for q in queues)):
-        out += [q[i] for q in queues if i < len(q)]
-    return out if limit is None else out[:limit]
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:
@@ -134,9 +126,7 @@ def load_prompt_files(paths: list[str]) -> list[dict]:
 def model_fingerprint(ref: str) -> str:
     """Identity of a model (or reward-model) folder for the cache: its files' names, sizes and
     modification times (an alias or hub id: the resolved file)."""
-    from load_weights import resolve
-
-    path = Path(ref) if Path(ref).exists() else resolve(ref)
+    path = Path(ref) if Path(ref).exists() else resolve(ref).path
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
     listing = [
         (
@@ -229,8 +219,6 @@ class PushbackClassifier:
     here (and cached), so every pushback figure can be printed with it."""
 
     def __init__(self, path: str, labels: str, cache: Cache):
-        import reward_model
-
         self.path, self.model = path, reward_model.load(path)
         key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
         acc = cache.get(key)
@@ -273,8 +261,6 @@ def grade_answers(grader, records, texts) -> dict:
 def gold_figures(grader, path: str, cache) -> dict:
     """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
     never trained on), cached per grader: printed beside every figure the grader makes."""
-    import gold
-
     key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
                     model_fingerprint(gold.LABELS_FILE))  # fmt: skip
     figs = cache.get(key)
@@ -405,12 +391,10 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
 def evaluate_models(cfg: EvalConfig) -> dict:
     records = eval_subset(load_prompt_files(cfg.prompts), cfg.limit)  # bad files fail first
     cache = Cache(cfg.cache_dir)
-    for ref in cfg.models:  # a missing model fails now, before any grader or model loads
-        resolve(ref)
+    # a missing model (or an adapter checkpoint's base) fails now, before any model loads
+    sources = {ref: resolve(ref) for ref in cfg.models}
     grader = grader_gold = None
     if cfg.grader:
-        from grade import Grader
-
         grader = Grader.load(cfg.grader)
         grader_gold = gold_figures(grader, cfg.grader, cache)
     classifier = None
@@ -429,21 +413,26 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     }
     prompt_key = [(r["id"], r["prompt"]) for r in records]
     base_ref = cfg.models[0]
-    base = Gwen.load(base_ref)
-    judge = cfg.judge_model or base_ref
-    judge_cache = {}
+    base = Gwen.load(sources[base_ref])
+    # the judge: --judge-model, else the base model's starting weights (reference.py)
+    start = sources[base_ref].start
+    judge = cfg.judge_model or start or base_ref
+    judge_cache = []
+
+    def load_judge(ref, dtype=None):
+        return base if ref == base_ref else Gwen.load(ref, dtype)
 
     def judge_factory():
-        if judge not in judge_cache:
-            judge_cache[judge] = (
-                Gwen(base.model, base.tokenizer) if judge == base_ref else Gwen.load(judge)
+        if not judge_cache:
+            judge_cache.append(
+                starting_judge(base, judge_model=cfg.judge_model, start=start, load=load_judge)
             )
-        return judge_cache[judge], contextlib.nullcontext
+        return judge_cache[0]
 
     results = {}
     for ref in cfg.models:
         fp = model_fingerprint(ref)
-        gwen = base if ref == base_ref else Gwen.load(ref)
+        gwen = base if ref == base_ref else Gwen.load(sources[ref])
         akey = Cache.key("answers", fp, prompt_key, settings)
         answers = cache.get(akey)
         if answers is None:
@@ -556,20 +545,6 @@ def to_json(result: dict) -> str:
     return json.dumps(no_nan(result), allow_nan=False)
 
 
-def cell(fig: dict | None, diff: dict | None) -> str:
-    """'0.42 [0.30,0.55]' for a figure; a later model's adds its difference from the base,
-    '+0.10*' when its 95% interval excludes 0 and '+0.02 n.s.' when it contains 0."""
-    if not fig or fig.get("value") is None:
-        return "-"
-    text = f"{fig['value']:.3g}"
-    if fig.get("ci95"):
-        lo, hi = fig["ci95"]
-        text += f" [{lo:.2g},{hi:.2g}]"
-    if diff and diff.get("diff") is not None:
-        text += f" {diff['diff']:+.2g}{' n.s.' if diff['contains_zero'] else '*'}"
-    return text
-
-
 def grader_line(g: dict) -> str:
     """The grader's gold-set figures, printed with every pushback figure it makes."""
     gold = g["gold"]
@@ -613,7 +588,8 @@ def table(result: dict) -> str:
         lines.append(f"{'metric':<36}" + "".join(f"{n[: width - 2]:>{width}}" for n in names))
         for key in rows:
             cells = [
-                cell(figures[m][cat].get(key), vs.get(m, {}).get(cat, {}).get(key)) for m in models
+                stats.cell(figures[m][cat].get(key), vs.get(m, {}).get(cat, {}).get(key))
+                for m in models
             ]
             lines.append(f"{key[:36]:<36}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
@@ -625,8 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         required=True,
-        help="a model (repeat; the first is the base for KL): HF or LoRA checkpoint "
-        "folder, hub id, smollm2-135m",
+        help=f"a model (repeat; the first is the base for KL): {MODEL_HELP}",
     )
     p.add_argument(
         "--prompts",
@@ -651,7 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a reward spec to score with (repeat; default: train.py's default and rubric)",
     )
     p.add_argument(
-        "--judge-model", default=None, help="judge for rubric rewards (default: the first model)"
+        "--judge-model",
+        default=None,
+        help="judge for rubric rewards (default: the first model's starting weights)",
     )
     p.add_argument(
         "--grader",
@@ -734,8 +711,6 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.report:
-        import eval_report
-
         print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
     if a.answers_out:
         print(f"answers: {write_answers(result, a.answers_out)}", file=sys.stderr)

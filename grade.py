@@ -34,8 +34,10 @@ from tqdm import tqdm
 
 import chat_format
 import diversity
-from gold import LABELS
+import load_weights
+from gold import LABELS, grader_figures
 from prompts import CATEGORIES, DataError, data_error
+from stats import figure
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_GRADER = str(ROOT / "models" / "grader-smollm2-135m")
@@ -53,9 +55,7 @@ class Featurizer:
 
     def __init__(self, model=None, tokenizer=None):
         if model is None:
-            from load_weights import load
-
-            model, tokenizer = load(BASE_MODEL)
+            model, tokenizer = load_weights.load(BASE_MODEL)
         self.model, self.tok = model, tokenizer
         self.pad = (
             tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
@@ -206,8 +206,6 @@ def load_answers(path) -> list[dict]:
 
 
 def summary(records: list[dict], graded: list[dict], grader: Grader) -> dict:
-    from stats import figure
-
     out = {"n": len(graded), "labels": {k: sum(g["label"] == k for g in graded) for k in LABELS}}
     out["pushback_rate"] = {
         cat: figure(
@@ -242,8 +240,6 @@ def main(argv=None) -> int:
     graded = grader.grade(records, progress=not a.json)
     result = {"records": graded, "summary": summary(records, graded, grader)}
     if truth is not None:
-        from gold import grader_figures
-
         result["summary"]["against_labels"] = grader_figures(truth, graded)
     if a.json:
         print(json.dumps(result))

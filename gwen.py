@@ -26,6 +26,7 @@ from mlx.utils import tree_flatten
 import chat_format
 import cpu_ops
 import kernels
+import load_weights
 import sampling
 from kvcache import KVCache
 
@@ -89,10 +90,10 @@ class Gwen:
         self.sampler = sampling.default_kind()
 
     @classmethod
-    def load(cls, model_ref: str, dtype=None, **kw) -> "Gwen":
-        from load_weights import load
-
-        return cls(*load(model_ref, dtype), **kw)
+    def load(cls, model_ref, dtype=None, *, base=None, merge=True, **kw) -> "Gwen":
+        """Any `--model` (load_weights.resolve: a reference or its ModelSource); `base` and
+        `merge` as load_weights.load takes them, `kw` to the constructor."""
+        return cls(*load_weights.load(model_ref, dtype, base=base, merge=merge), **kw)
 
     def _eos_ids(self) -> list[int]:
         ids = [self.tokenizer.eos_token_id]
@@ -418,7 +419,7 @@ def _check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
-    p.add_argument("--model", default="smollm2-135m", help="HF folder, hub id or smollm2-135m")
+    p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
     p.add_argument("--group-size", type=int, default=1, help="samples per prompt")
     p.add_argument("--max-tokens", type=int, default=128, help="max new tokens per sample")

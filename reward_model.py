@@ -29,8 +29,10 @@ from mlx.utils import tree_flatten
 
 import chat_format
 import cpu_ops
+import load_weights
 import lora
 from kvcache import KVCache
+from model import Model
 from prompts import CATEGORIES, CATEGORY_NOTES
 
 CONFIG_FILE = "rm_config.json"
@@ -225,9 +227,7 @@ def build(config: RMConfig, dtype=None) -> RewardModel:
     """A fresh reward model on `config.base_model`: LoRA (or full weights) trainable in the top
     `train_layers` blocks (and the final norm when those are fully trained), head trainable;
     with `head_only`, the head alone."""
-    from load_weights import load
-
-    backbone, tokenizer = load(config.base_model, dtype)
+    backbone, tokenizer = load_weights.load(config.base_model, dtype)
     n_layers = len(backbone.layers)
     layers = config.trainable_layers(n_layers)
     backbone.freeze()
@@ -313,8 +313,6 @@ def merge_adapters(rm: RewardModel) -> None:
     """Replace every LoRALinear by a plain Linear holding W + scale * B A (same outputs, one
     matmul instead of three)."""
     merged = lora.merged_weights(rm.backbone)
-    from model import Model
-
     plain = Model(rm.backbone.args)
     plain.load_weights(list(merged.items()), strict=True)
     plain.name = getattr(rm.backbone, "name", None)

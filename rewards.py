@@ -29,6 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+import chess_task
+import reward_model
+import rubric
+from diversity import jaccard
+
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
 
@@ -258,8 +263,6 @@ RUBRIC_CAL = {"calibration": "content_free", "length_beta": 0.0, "echo_threshold
 
 
 def _check_rubric(batch_size: int | None = None, **options):
-    import rubric
-
     if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
         raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
     unknown = set(options) - {"calibration", "length_beta", "echo_threshold"}
@@ -270,8 +273,6 @@ def _check_rubric(batch_size: int | None = None, **options):
 
 
 def _build_rubric(ctx, batch_size: int | None = None, **options):
-    import rubric
-
     if ctx.judge is None:
         raise RewardError("the rubric reward needs a judge model; none was provided")
     judge, judge_context = ctx.judge()
@@ -307,8 +308,6 @@ ECHO_SCORE = -10.0
 
 
 def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
-    import reward_model
-
     folder = rm_folder(path)
     if not (folder / reward_model.CONFIG_FILE).is_file():
         raise RewardError(
@@ -322,9 +321,6 @@ def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = EC
 
 
 def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
-    import reward_model
-    from diversity import jaccard
-
     rm = reward_model.load(rm_folder(path))
     if ctx.tokenizer is not None:
         policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
@@ -429,8 +425,6 @@ def _build_ensemble(
 
 
 def _build_chess(ctx):
-    import chess_task
-
     if not ctx.records or any("task" not in r for r in ctx.records):
         raise ValueError("the chess reward scores against chess labels: run with --task chess")
     find = chess_task.record_finder(ctx.records)

@@ -12,11 +12,10 @@ while the forget adapter gets the true gradient of the loss. Each micro-batch's 
 by its `share` of the full-batch loss, so that with routing switched off the weighted gradients
 add up to the full-batch gradient for every loss_type (tests/test_routing.py). This module plans
 and accumulates, and `routed_update` is the loop's update under routing (policy_update.update
-calls it); eval_routing.py measures the result.
+calls it); eval_routing.py measures the result (train.py binds its evaluation for the loop).
 """
 
 import contextlib
-import functools
 import time
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
+import hacks
 import lora
 from reference import shared_trunks
 
@@ -147,36 +147,8 @@ def clip_per_adapter(grads, max_norm: float):
 # The loop's side (train.py calls these; they take its Run and Rollout)
 
 
-def build_parts(cfg, ctx, scorer, eval_records: list[dict]):
-    """(built hack detectors, the bound routing evaluation or None) for a run's config."""
-    import eval_routing
-    import hacks
-    import rewards
-
-    detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
-    if not cfg.routing_eval_every:
-        return detectors, None
-    task = scorer
-    if cfg.task_reward:
-        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
-    routing_eval = functools.partial(
-        eval_routing.evaluate,
-        records=eval_records,
-        task_scorer=task,
-        detectors=detectors,
-        limit=cfg.eval_limit,
-        samples=cfg.routing_eval_samples,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        seed=cfg.seed,
-    )
-    return detectors, routing_eval
-
-
 def flag_hacks(detectors: list, b) -> dict:
     """Run the hack detectors on a rollout: set b.flags; return the rates to log."""
-    import hacks
-
     if not detectors:
         return {}
     prompts, categories = [x["prompt"] for x in b.flat], [x["category"] for x in b.flat]

@@ -7,7 +7,8 @@ prompts (b - a) with a bootstrap interval that resamples prompts jointly, so the
 difficulty cancels; `unpaired_diff` resamples each side alone, for different prompt sets.
 `figure(values)` packs one figure as {"value", "n", "ci95", "ci_method"}: Wilson for 0/1
 values, bootstrap for anything else; an empty list gives value, ci95 None and n 0 (never NaN).
-Everything is seeded: the same input gives the same interval.
+`show` and `cell` write a figure (and a paired difference) as table text. Everything is
+seeded: the same input gives the same interval.
 """
 
 import math
@@ -109,3 +110,17 @@ def show(fig: dict, digits: int = 3) -> str:
         return "-"
     lo, hi = fig["ci95"]
     return f"{fig['value']:.{digits}f} [{lo:.{digits - 1}f}, {hi:.{digits - 1}f}] n={fig['n']}"
+
+
+def cell(fig: dict | None, diff: dict | None) -> str:
+    """'0.42 [0.30,0.55]' for a figure; a later model's adds its difference from the base,
+    '+0.10*' when its 95% interval excludes 0 and '+0.02 n.s.' when it contains 0."""
+    if not fig or fig.get("value") is None:
+        return "-"
+    text = f"{fig['value']:.3g}"
+    if fig.get("ci95"):
+        lo, hi = fig["ci95"]
+        text += f" [{lo:.2g},{hi:.2g}]"
+    if diff and diff.get("diff") is not None:
+        text += f" {diff['diff']:+.2g}{' n.s.' if diff['contains_zero'] else '*'}"
+    return text

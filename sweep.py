@@ -34,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+import eval_routing
 from config import ConfigError, TrainConfig, build_parser, resolve_config
+from runlog import MetricsLog
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 RESERVED = {"out_dir", "run_name"}  # the sweep decides where each run lives
@@ -212,8 +214,6 @@ def _mean(values) -> float:
 def summarize_run(run_dir: Path, window: int = 5) -> dict:
     """Last-`window`-steps means of the reward and hack rate, and the last routing evaluation
     (`<mode>/<key>` for the MODE_KEYS of every mode present)."""
-    from runlog import MetricsLog
-
     path = run_dir / "metrics.jsonl"
     rows = MetricsLog.read(path) if path.exists() else []
     out = {"steps": rows[-1]["step"] if rows else 0}
@@ -289,8 +289,6 @@ def _groups(runs: list[Planned], varied: list[str]) -> dict[str, list[Planned]]:
 
 
 def _last_eval(run_dir: Path) -> dict:
-    from runlog import MetricsLog
-
     path = run_dir / "metrics.jsonl"
     rows = MetricsLog.read(path) if path.exists() else []
     evals = [r for r in rows if any(k.startswith("routing/") for k in r)]
@@ -312,9 +310,6 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
     and hack rate per adapter mode (routing_modes.png), along the forget-scale sweep
     (routing_sweep.png), and the rollouts' hack rate and task reward per step (curves.png)."""
     from matplotlib.figure import Figure
-
-    import eval_routing
-    from runlog import MetricsLog
 
     groups = _groups(runs, varied)
     evals = {g: [_last_eval(r.run_dir) for r in members] for g, members in groups.items()}

@@ -28,11 +28,13 @@ from tqdm import tqdm
 
 import checkpoint
 import distributed
+import eval_routing
 import evaluate
 import grpo
+import hacks
 import lora
 import policy_update
-import quantize
+import quant
 import rewards
 import routing
 import runlog
@@ -106,7 +108,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
     policy.system_prompt, policy.examples = task.system_prompt, task.examples
     model = policy.model
-    if quantize.quantized_layers(model):
+    if quant.quantized_layers(model):
         raise LoadError(
             f"--model {cfg.model} is quantized: GRPO cannot update its integer weights, and LoRA "
             "over quantized layers is not supported. Train the float model; a quantized model "
@@ -134,7 +136,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         scorer = rewards.build_scorer(
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
-    detectors, routing_eval = routing.build_parts(cfg, ctx, scorer, eval_records)
+    detectors, routing_eval = routing_parts(cfg, ctx, scorer, eval_records)
     if cfg.lora_rank:
         _apply_adapters(model, cfg)
     model.train()
@@ -163,6 +165,28 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         if cfg.rollout_trunk and distributed.size() == 1
         else 0,
     )
+
+
+def routing_parts(cfg, ctx, scorer, eval_records: list[dict]):
+    """(built hack detectors, eval_routing.evaluate bound to the run's settings or None)."""
+    detectors = hacks.build(hacks.parse_spec(cfg.hack_detectors), ctx) if cfg.hack_detectors else []
+    if not cfg.routing_eval_every:
+        return detectors, None
+    task = scorer
+    if cfg.task_reward:
+        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
+    routing_eval = functools.partial(
+        eval_routing.evaluate,
+        records=eval_records,
+        task_scorer=task,
+        detectors=detectors,
+        limit=cfg.eval_limit,
+        samples=cfg.routing_eval_samples,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+    )
+    return detectors, routing_eval
 
 
 def _apply_adapters(model, cfg: TrainConfig) -> None:

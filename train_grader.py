@@ -34,6 +34,7 @@ import backend
 import numpy as np
 from tqdm import tqdm
 
+import gold
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -42,6 +43,7 @@ from grade import (
     MAX_ANSWER_TOKENS,
     MAX_PROMPT_TOKENS,
     Featurizer,
+    Grader,
     softmax,
 )
 from prompts import load_prompts, load_pushback_labels
@@ -280,9 +282,6 @@ def main(argv=None) -> int:
 def measure_gold(folder: Path) -> dict:
     """The finished grader's figures on the gold set, written to FOLDER/gold.json (evaluate.py
     prints them). Measured after training; nothing is chosen by them."""
-    import gold
-    from grade import Grader
-
     rows = gold.load_gold()
     figs = gold.grader_figures(rows, Grader.load(str(folder)).grade(rows, progress=True))
     figs["n_answers"] = len(rows)

@@ -16,7 +16,7 @@ from helpers import QWEN3, save_checkpoint, tiny_model
 import chat
 import lora
 import rewards
-from load_weights import LoadError
+from load_weights import LoadError, lora_base, resolve
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])
@@ -60,22 +60,23 @@ def test_lora_run_loads_base_plus_adapters_and_judges_with_adapters_off(lora_run
 
 def test_lora_base_comes_from_flag_then_run_config_then_adapter_config(lora_run, tmp_path):
     base_dir, run_dir, _ = lora_run
-    ckpt = chat.checkpoint_folder(str(run_dir))
-    assert ckpt.name == "step_000002" and chat.is_lora(ckpt)
-    assert chat.lora_base(ckpt, "other-model") == "other-model"
-    assert chat.lora_base(ckpt, None) == str(base_dir)
+    src = resolve(str(run_dir))
+    ckpt = src.path
+    assert ckpt.name == "step_000002" and src.kind == "lora" and src.start == str(base_dir)
+    assert lora_base(ckpt, "other-model") == "other-model"
+    assert lora_base(ckpt, None) == str(base_dir)
     (ckpt / "train_config.json").unlink()
     config = json.loads((ckpt / lora.CONFIG_FILE).read_text())
     config["base_model_name_or_path"] = "from-adapter-config"
     (ckpt / lora.CONFIG_FILE).write_text(json.dumps(config))
-    assert chat.lora_base(ckpt, None) == "from-adapter-config"
+    assert lora_base(ckpt, None) == "from-adapter-config"
     config["base_model_name_or_path"] = None
     (ckpt / lora.CONFIG_FILE).write_text(json.dumps(config))
     with pytest.raises(LoadError, match="--base"):
-        chat.lora_base(ckpt, None)
+        lora_base(ckpt, None)
     with pytest.raises(LoadError, match="--base"):
-        chat.check_model_ref(str(run_dir), None)
-    chat.check_model_ref(str(run_dir), str(base_dir))
+        resolve(str(run_dir))
+    assert resolve(str(run_dir), str(base_dir)).base.path == base_dir
 
 
 def test_full_checkpoint_is_judged_by_the_runs_starting_model(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 
 import evaluate
+import stats
 
 RECORDS = [
     {"id": "a", "category": "false_premise", "prompt": "t5 t6"},
@@ -245,10 +246,10 @@ def test_kl_to_a_model_with_another_vocabulary_is_refused(tmp_path):
 
 def test_table_marks_differences_whose_interval_contains_zero():
     fig = {"value": 0.5, "n": 60, "ci95": [0.38, 0.62]}
-    assert evaluate.cell(fig, None) == "0.5 [0.38,0.62]"
-    assert evaluate.cell(fig, {"diff": 0.2, "contains_zero": False}).endswith("+0.2*")
-    assert evaluate.cell(fig, {"diff": -0.03, "contains_zero": True}).endswith("-0.03 n.s.")
-    assert evaluate.cell({"value": None}, None) == "-"
+    assert stats.cell(fig, None) == "0.5 [0.38,0.62]"
+    assert stats.cell(fig, {"diff": 0.2, "contains_zero": False}).endswith("+0.2*")
+    assert stats.cell(fig, {"diff": -0.03, "contains_zero": True}).endswith("-0.03 n.s.")
+    assert stats.cell({"value": None}, None) == "-"
     assert evaluate.to_json({"a": float("nan"), "b": [1.0, float("inf")]}) == (
         '{"a": null, "b": [1.0, null]}'
     )

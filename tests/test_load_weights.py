@@ -118,7 +118,7 @@ def test_a_run_folder_loads_its_latest_checkpoint(tmp_path):
     save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, run / "checkpoints" / "step_000002")
     (run / "config.json").write_text('{"steps": 2}')  # the run's config, not a model's
     (run / "latest").write_text("step_000002\n")
-    assert resolve(str(run)) == run / "checkpoints" / "step_000002"
+    assert resolve(str(run)).path == run / "checkpoints" / "step_000002"
     (run / "latest").write_text("step_000009\n")
     with pytest.raises(LoadError, match="step_000009"):
         resolve(str(run))

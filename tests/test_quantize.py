@@ -1,6 +1,6 @@
-"""quantize.py on tiny random models: the one rule, folder round trips (ours and mlx-lm's layout),
-quantized folders as policy / judge / reference / reward model, the KL and accuracy measures,
-and the CLI's reports and errors. No downloads."""
+"""quant.py and quantize.py on tiny random models: the one rule, folder round trips (ours and
+mlx-lm's layout), quantized folders as policy / judge / reference / reward model, the KL and
+accuracy measures, and the CLI's reports and errors. No downloads."""
 
 import json
 import math
@@ -14,6 +14,7 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
+import quant
 import quantize
 import reference
 import reward_model
@@ -41,14 +42,14 @@ def wide(tmp_path_factory):
 
 def test_rule_quantizes_block_linears_that_divide_and_keeps_the_head_float(wide):
     model, _ = wide
-    q = quantize.copy_model(model, 8, 64)
+    q = quant.copy_model(model, 8, 64)
     parts = [f"self_attn.{n}_proj" for n in "qkvo"] + ["mlp.gate_proj", "mlp.up_proj"]
     want = {f"model.layers.{i}.{part}" for i in range(2) for part in parts}
-    assert set(quantize.quantized_layers(q)) == want
+    assert set(quant.quantized_layers(q)) == want
     assert isinstance(q.model.embed_tokens, nn.Embedding), "the embedding / LM head stays float"
     assert isinstance(q.model.layers[0].mlp.down_proj, nn.Linear), "96 is not a multiple of 64"
-    assert len(quantize.quantized_layers(quantize.copy_model(model, 4, 32))) == 14
-    assert not quantize.quantized_layers(model), "copy_model leaves the source alone"
+    assert len(quant.quantized_layers(quant.copy_model(model, 4, 32))) == 14
+    assert not quant.quantized_layers(model), "copy_model leaves the source alone"
     diff = mx.abs(q(TOKENS) - model(TOKENS)).max().item()
     assert 0 < diff < 0.2, "8-bit is close to the float model, not equal"
 
@@ -58,31 +59,31 @@ def test_round_trip_gives_the_in_memory_logits_and_mlx_lm_reads_it(
     wide, tmp_path, bits, group_size
 ):
     model, _ = wide
-    q = quantize.copy_model(model, bits, group_size)
-    out = quantize.save_model(q, tiny_tokenizer(WIDE["vocab_size"]), tmp_path / "q")
+    q = quant.copy_model(model, bits, group_size)
+    out = quant.save_model(q, tiny_tokenizer(WIDE["vocab_size"]), tmp_path / "q")
     config = json.loads((out / "config.json").read_text())
     assert config["quantization"] == {"group_size": group_size, "bits": bits}
     loaded, tokenizer = load(str(out))
-    assert quantize.quantized_layers(loaded) == quantize.quantized_layers(q)
+    assert quant.quantized_layers(loaded) == quant.quantized_layers(q)
     assert mx.array_equal(loaded(TOKENS), q(TOKENS)), "the folder holds the quantized model"
     assert tokenizer.encode("t3 t4", add_special_tokens=False) == [3, 4]
     import mlx_lm
 
     theirs, _ = mlx_lm.load(str(out))
     assert mx.abs(theirs(TOKENS) - loaded(TOKENS)).max().item() < 1e-4, "mlx-lm's layout"
-    twin = quantize.dequantized_copy(loaded)
-    assert not quantize.quantized_layers(twin)
+    twin = quant.dequantized_copy(loaded)
+    assert not quant.quantized_layers(twin)
     assert mx.abs(twin(TOKENS) - loaded(TOKENS)).max().item() < 1e-4, "the float twin agrees"
 
 
 def test_an_mlx_lm_folder_with_a_quantized_embedding_loads_with_it_dequantized(wide, tmp_path):
     model, _ = wide
-    theirs = quantize.copy_model(model)
+    theirs = quant.copy_model(model)
     nn.quantize(
         theirs,
         64,
         4,
-        class_predicate=lambda p, m: quantize.quantizable(p, m, 64) or isinstance(m, nn.Embedding),
+        class_predicate=lambda p, m: quant.quantizable(p, m, 64) or isinstance(m, nn.Embedding),
     )  # mlx-lm quantizes the embedding too
     out = tmp_path / "mlx-lm"
     save_checkpoint(theirs, WIDE, out)
@@ -94,7 +95,7 @@ def test_an_mlx_lm_folder_with_a_quantized_embedding_loads_with_it_dequantized(w
     e = theirs.model.embed_tokens
     want = mx.dequantize(e.weight, e.scales, e.biases, group_size=64, bits=4)
     assert mx.array_equal(loaded.model.embed_tokens.weight, want)
-    assert set(quantize.quantized_layers(loaded)) == set(quantize.quantized_layers(theirs))
+    assert set(quant.quantized_layers(loaded)) == set(quant.quantized_layers(theirs))
     import mlx_lm
 
     ref, _ = mlx_lm.load(str(out))
@@ -104,16 +105,16 @@ def test_an_mlx_lm_folder_with_a_quantized_embedding_loads_with_it_dequantized(w
 def test_bad_settings_and_folders_are_named(wide, tmp_path):
     model, _ = wide
     with pytest.raises(ValueError, match="bits=3: use 8 or 4"):
-        quantize.copy_model(model, 3, 64)
+        quant.copy_model(model, 3, 64)
     with pytest.raises(ValueError, match="group_size=48"):
-        quantize.copy_model(model, 8, 48)
+        quant.copy_model(model, 8, 48)
     with pytest.raises(ValueError, match=r"multiple of 128 \(input sizes \[64, 96\]\)"):
-        quantize.copy_model(model, 8, 128)
+        quant.copy_model(model, 8, 128)
     with pytest.raises(ValueError, match="already quantized"):
-        quantize.copy_model(quantize.copy_model(model, 8, 64), 4, 64)
+        quant.copy_model(quant.copy_model(model, 8, 64), 4, 64)
     with pytest.raises(ValueError, match="ref_quant_bits=8: .*multiple of 64"):
         reference.frozen_copy(tiny_model(QWEN3), quant_bits=8)
-    out = quantize.save_model(quantize.copy_model(model, 8, 64), tiny_tokenizer(97), tmp_path / "q")
+    out = quant.save_model(quant.copy_model(model, 8, 64), tiny_tokenizer(97), tmp_path / "q")
     config = json.loads((out / "config.json").read_text())
     config["quantization"] = {"group_size": 64, "bits": 4, "mode": "mxfp4"}
     (out / "config.json").write_text(json.dumps(config))
@@ -123,15 +124,15 @@ def test_bad_settings_and_folders_are_named(wide, tmp_path):
 
 def test_a_quantized_folder_serves_as_judge_and_reference_but_is_not_trained(wide, tmp_path):
     model, _ = wide
-    out = quantize.save_model(quantize.copy_model(model, 8, 64), tiny_tokenizer(97), tmp_path / "q")
+    out = quant.save_model(quant.copy_model(model, 8, 64), tiny_tokenizer(97), tmp_path / "q")
     judge, _ = reference.default_judge(
         None, None, judge="frozen", judge_model=str(out), lora_rank=0, ref_quant_bits=0
     )
-    assert quantize.quantized_layers(judge.model)
+    assert quant.quantized_layers(judge.model)
     s = judge.sample_group(["t5 t6"], 2, 4, temperature=1.0, seed=0)
     assert s.tokens.shape[0] == 2
     ref = reference.frozen_copy(judge.model)
-    assert quantize.quantized_layers(ref) == quantize.quantized_layers(judge.model)
+    assert quant.quantized_layers(ref) == quant.quantized_layers(judge.model)
     assert mx.array_equal(ref(TOKENS), judge.model(TOKENS))
     cfg = train.TrainConfig(model=str(out), steps=1, out_dir=str(tmp_path / "runs"), kl_coef=0.0)
     with pytest.raises(LoadError, match="is quantized"):
@@ -149,9 +150,9 @@ def test_full_kl_by_hand():
 def test_answer_kl_reads_the_answer_positions(wide):
     model, _ = wide
     tok = tiny_tokenizer(WIDE["vocab_size"])
-    original, other = Gwen(model, tok), quantize.copy_model(model, 4, 32)
+    original, other = Gwen(model, tok), quant.copy_model(model, 4, 32)
     records = [{"prompt": "t5 t6 t7"}, {"prompt": "t8"}]
-    same = quantize.answer_kl(original, quantize.copy_model(model), records, 5, 1.0, 0, 2)
+    same = quantize.answer_kl(original, quant.copy_model(model), records, 5, 1.0, 0, 2)
     assert same.size > 0 and np.abs(same).max() < 1e-6, "KL of a model with itself is 0"
     got = quantize.answer_kl(original, other, records[:1], 5, 1.0, 0, 1)
     # By hand: one unpadded row, full forward of prompt + answer; position P-1+t predicts token t.
@@ -220,9 +221,9 @@ def test_a_quantized_reward_model_is_self_contained_and_scores_like_in_memory(rm
     head = mx.load(str(out / reward_model.WEIGHTS_FILE))
     assert sorted(head) == ["score_head.bias", "score_head.weight"], "only the head is trained"
     qrm = reward_model.load(out)
-    assert quantize.quantized_layers(qrm.backbone)
+    assert quant.quantized_layers(qrm.backbone)
     in_memory = reward_model.RewardModel(
-        quantize.copy_model(rm.backbone, 8, 64), rm.tokenizer, rm.config
+        quant.copy_model(rm.backbone, 8, 64), rm.tokenizer, rm.config
     )
     in_memory.score_head = rm.score_head
     pairs = [json.loads(x) for x in open(rm_dir.parent / "pairs.jsonl")]
@@ -314,7 +315,7 @@ def test_cli_policy_report(wide, tmp_path, capsys):
         )
     assert report["quantized"]["param_bytes"] < report["original"]["param_bytes"]
     assert report["twin_max_logprob_diff"] < 1e-3
-    assert quantize.quantized_layers(load(str(out))[0])
+    assert quant.quantized_layers(load(str(out))[0])
     code, stdout, _ = run_cli(argv[:-1], capsys)
     assert code == 0 and "KL(original || quantized)" in stdout and "forward tok/s" in stdout
 
@@ -348,7 +349,7 @@ def test_cli_reward_model_report(rm_dir, tmp_path, capsys):
 
 def test_weights_in_a_quantized_folder_are_packed(wide, tmp_path):
     model, _ = wide
-    out = quantize.save_model(quantize.copy_model(model, 4, 32), tiny_tokenizer(97), tmp_path / "q")
+    out = quant.save_model(quant.copy_model(model, 4, 32), tiny_tokenizer(97), tmp_path / "q")
     weights = mx.load(str(out / "model.safetensors"))
     w = weights["model.layers.0.mlp.up_proj.weight"]
     assert w.dtype == mx.uint32 and w.shape == (96, 64 * 4 // 32)

@@ -17,7 +17,7 @@ import reference
 import train
 from gwen import Gwen
 from load_weights import load
-from prompts import DataError
+from prompts import DataError, eval_subset
 
 TIMING_KEYS = ("_s", "tokens_per_s", "peak_mem_mb", "rss_mb")
 
@@ -199,11 +199,9 @@ def test_the_cli_starts_from_the_tasks_training_settings(tmp_path):
 
 
 def test_eval_subset_takes_every_category_in_turn():
-    import evaluate
-
     recs = [{"category": c, "id": f"{c}{i}"} for c in ("b", "a") for i in range(3)]
     recs.append({"category": "c", "id": "c0"})
-    got = [r["id"] for r in evaluate.eval_subset(recs, 5)]
+    got = [r["id"] for r in eval_subset(recs, 5)]
     assert got == ["a0", "b0", "c0", "a1", "b1"]
 
 

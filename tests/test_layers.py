@@ -1,0 +1,158 @@
+"""The module graph has layers you can draw: no import cycle, and no import pointing upward.
+
+The graph is read from the source (ast), not by importing: an edge A -> B for every `import B` /
+`from B import ...` in A, at module level or inside a function, where B is one of the
+repository's top-level modules. Strongly connected components (Tarjan's algorithm) find any
+cycle; LAYERS says which modules are low and middle, everything else is high (train, evaluate,
+the commands and benchmarks). A function-level import of a repository module is allowed only
+where it saves start-up time, and its line says so.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Low: the model and how it is loaded, plus plain utilities that import no other repo module.
+LOW = {
+    "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights",
+    "chat_format", "prompts", "diversity", "stats", "broken_text",
+}  # fmt: skip
+# Middle: sampling, the RL math and the loop's parts, rewards and judges.
+MIDDLE = {
+    "sampling", "kernels", "gwen", "grpo", "reward_model", "rubric", "rewards", "hacks",
+    "reference", "routing", "policy_update", "checkpoint", "distributed", "runlog", "tblog",
+    "config", "tasks", "chess_task", "gold",
+}  # fmt: skip
+LAYERS = {**dict.fromkeys(LOW, 0), **dict.fromkeys(MIDDLE, 1)}  # any other module: 2 (high)
+LAYER_NAMES = ("low", "middle", "high")
+
+
+def modules() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(ROOT.glob("*.py"))}
+
+
+def imports(path: Path, repo: set[str]) -> list[tuple[str, int, bool]]:
+    """(imported repo module, line, inside a function) for every import statement in `path`."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    in_function = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            in_function |= {id(n) for n in ast.walk(fn) if n is not fn}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top in repo and top != path.stem:
+                out.append((top, node.lineno, id(node) in in_function))
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: {dep for dep, _, _ in imports(p, set(mods))} for m, p in mods.items()}
+
+
+def strongly_connected(g: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively (no recursion limit)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                out.append(sorted(component))
+    return out
+
+
+def a_cycle(g: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One cycle through a strongly connected component, as a path a -> b -> ... -> a."""
+    members, start = set(component), component[0]
+    paths, seen = [[start]], {start}
+    while paths:
+        path = paths.pop(0)
+        for w in sorted(g[path[-1]] & members):
+            if w == start:
+                return [*path, start]
+            if w not in seen:
+                seen.add(w)
+                paths.append([*path, w])
+    return component
+
+
+def test_tarjan_finds_the_cycles_of_a_hand_made_graph():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    comps = sorted(strongly_connected(g))
+    assert comps == [["a", "b", "c"], ["d"], ["e"]]
+    assert a_cycle(g, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+def test_every_layered_module_exists():
+    assert set(LAYERS) <= set(modules()), sorted(set(LAYERS) - set(modules()))
+
+
+def test_the_module_graph_has_no_cycle():
+    g = graph()
+    cycles = [c for c in strongly_connected(g) if len(c) > 1]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(a_cycle(g, c)) for c in cycles)
+
+
+@pytest.mark.parametrize("layer", [0, 1], ids=LAYER_NAMES[:2])
+def test_no_import_points_upward(layer):
+    mods = modules()
+    upward = [
+        f"{m}.py:{line} imports {dep} ({LAYER_NAMES[LAYERS.get(dep, 2)]})"
+        for m, path in mods.items()
+        if LAYERS.get(m, 2) == layer
+        for dep, line, _ in imports(path, set(mods))
+        if LAYERS.get(dep, 2) > layer
+    ]
+    assert not upward, f"the {LAYER_NAMES[layer]} layer imports from above: {upward}"
+
+
+def test_function_level_imports_say_they_save_start_up_time():
+    mods = modules()
+    hidden = []
+    for path in mods.values():
+        lines = path.read_text().splitlines()
+        for dep, line, in_function in imports(path, set(mods)):
+            said = "start-up" in lines[line - 1] or "start-up" in lines[line - 2]
+            if in_function and not said:
+                hidden.append(f"{path.name}:{line} imports {dep}")
+    assert not hidden, (
+        "function-level imports of repo modules without a `# start-up: ...` comment (import at "
+        f"module level, or say what start-up time it saves): {hidden}"
+    )
