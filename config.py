@@ -177,6 +177,12 @@ class TrainConfig:
             "with adapters off, which costs no memory",
         )
         need(self.lr > 0 and self.kl_coef >= 0, f"lr={self.lr} must be > 0, kl_coef >= 0")
+        need(
+            self.kl_target is None or self.kl_coef > 0,
+            f"kl_coef={self.kl_coef} with kl_target={self.kl_target}: an adaptive controller "
+            "scales the coefficient, so it must start > 0; pass --kl-target none for a fixed "
+            "coefficient",
+        )
         need(self.lora_layers >= 0, f"lora_layers={self.lora_layers}: use >= 0 (0 = all blocks)")
         self.loss_config()  # validates loss_type, clipping and KL settings
         self._check_routing()
@@ -294,8 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
             )
             continue
         conv = {int: int, float: float, str: str}.get(kind)
-        if conv is None:  # optional fields: "float | None" etc.
-            conv = float if "float" in kind else int if "int" in kind else str
+        if conv is None:  # optional fields: "float | None" etc.; "none" sets None
+            conv = _optional(float if "float" in kind else int if "int" in kind else str)
         p.add_argument(
             flag,
             type=conv,
@@ -303,6 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{f.metadata['help']} (default: {_default_text(f)})",
         )
     return p
+
+
+def _optional(conv):
+    """An optional field's converter: `none` (any case) is None, so a flag can switch off a
+    setting a task or a config file turned on (`--kl-target none`)."""
+
+    def convert(text: str):
+        return None if text.strip().lower() == "none" else conv(text)
+
+    convert.__name__ = conv.__name__  # argparse names the type in its error message
+    return convert
 
 
 def _default_text(f) -> str:

@@ -106,6 +106,8 @@ def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys)
         "length_padding:max_words=2",
         "--kl-coef",
         "0",
+        "--kl-target",
+        "none",  # the values task's CLI setting adapts the coefficient
         "--routing-eval-every",
         "1",
         "--eval-data",

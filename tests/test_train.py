@@ -190,6 +190,10 @@ def test_the_cli_starts_from_the_tasks_training_settings(tmp_path):
     cfg_path.write_text(json.dumps({"lora_layers": 0, "truncated": "keep"}))
     cfg = train.resolve_config(parse(["--config", str(cfg_path)]))
     assert (cfg.lora_layers, cfg.truncated, cfg.lora_rank) == (0, "keep", 8)
+    cfg = train.resolve_config(parse(["--kl-target", "none", "--kl-coef", "0"]))
+    assert (cfg.kl_target, cfg.kl_coef) == (None, 0.0)
+    with pytest.raises(train.ConfigError, match="kl_coef=0.0 with kl_target=0.02.*none"):
+        train.resolve_config(parse(["--kl-coef", "0"]))
     chess = train.resolve_config(parse(["--task", "chess"]))
     assert (chess.lora_rank, chess.temperature) == (0, train.TrainConfig.temperature)
     with pytest.raises(train.ConfigError, match="task 'go'"):
