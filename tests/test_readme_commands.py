@@ -199,6 +199,9 @@ CASES = {
         needs=(MAIN,),
         check=run_file("reports/main/report.md"),
     ),  # fmt: skip
+    "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
+        check=out_has("control: pushback", "smollm2-135m")
+    ),
     "uv run python train.py --config recipes/values_smollm2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe", check=metrics_lines("recipe", 1)
     ),
