@@ -11,18 +11,17 @@ import dataclasses
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+import flags
 import grpo
 import hacks
 import rewards
 import tasks
 from load_weights import MODEL_HELP
 
-
-def _f(default, help_text, **kw):
-    return field(default=default, metadata={"help": help_text, **kw})
+_f = flags.option
 
 
 @dataclass

@@ -21,7 +21,7 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import backend
@@ -34,15 +34,14 @@ from tqdm import tqdm
 
 import chat_format
 import checkpoint
+import flags
 import kernels
 import lora
 import runlog
 from load_weights import LoadError, load
 from prompts import CATEGORIES, DataError, load_sft
 
-
-def _f(default, help_text):
-    return field(default=default, metadata={"help": help_text})
+_f = flags.option
 
 
 @dataclass
@@ -408,15 +407,7 @@ def fit(run: SFTRun) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Supervised LoRA warm start of the policy (rl-values).")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    for f in dataclasses.fields(SFTConfig):
-        kind = str(f.type)
-        conv = float if "float" in kind else int if "int" in kind else str
-        p.add_argument(
-            "--" + f.name.replace("_", "-"),
-            type=conv,
-            default=f.default,
-            help=f"{f.metadata['help']} (default: {f.default})",
-        )
+    flags.add_flags(p, SFTConfig)
     return p
 
 

@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import backend
@@ -44,15 +44,14 @@ from tqdm import tqdm
 import broken_text
 import checkpoint
 import distributed
+import flags
 import reward_model
 import runlog
 import tblog
 from load_weights import LoadError
 from prompts import DataError, load_pairs, load_pushback_labels
 
-
-def _f(default, help_text):
-    return field(default=default, metadata={"help": help_text})
+_f = flags.option
 
 
 @dataclass
@@ -482,21 +481,7 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Train a Bradley-Terry reward model (rl-values).")
     p.add_argument("--resume", action="store_true", help="continue OUT.run/state if present")
-    for f in dataclasses.fields(RMTrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            p.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=f.default,
-                help=f.metadata["help"],
-            )
-            continue
-        kind = str(f.type)
-        conv = float if "float" in kind else int if "int" in kind else str
-        p.add_argument(
-            flag, type=conv, default=f.default, help=f"{f.metadata['help']} (default: {f.default})"
-        )
+    flags.add_flags(p, RMTrainConfig)
     return p
 
 
