@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
 import random
 import shutil
 import sys
@@ -36,7 +35,7 @@ from chess_task import (
     make_arbiter_record,
     make_policy_record,
 )
-from prompts import DataError
+from prompts import DataError, write_jsonl
 
 CP_CLIP_PAWNS = 50.0  # centipawn evals are clipped here, so any |eval| > 50 is a mate
 DEFAULT_DEPTH = 12
@@ -235,17 +234,6 @@ def label_records(planned: Sequence[Planned], engine=None, limit=None, source=""
             moves, evals = analyse(engine, plan.board, limit, plan.id)
             records.append(make_policy_record(plan.id, fen, moves, evals, source))
     return records
-
-
-def write_jsonl(records: Sequence[dict], path) -> None:
-    """Write via a temp file renamed into place, so a failed run leaves no half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def run_generate(args: argparse.Namespace) -> dict:

@@ -40,7 +40,14 @@ import tasks
 from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, LoadError, resolve
-from prompts import CATEGORIES, DataError, eval_subset, load_prompts, load_pushback_labels
+from prompts import (
+    CATEGORIES,
+    DataError,
+    eval_subset,
+    load_prompts,
+    load_pushback_labels,
+    write_jsonl,
+)
 from reference import starting_judge
 from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
 
@@ -661,18 +668,14 @@ def build_parser() -> argparse.ArgumentParser:
 def write_answers(result: dict, path: str) -> Path:
     """Every model's answers, one JSON line each (model, id, category, prompt, sample, answer),
     written atomically: the input of read_set.py's blind sample."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for model, texts in result["answers"].items():
-            for rec, answers in zip(result["records"], texts, strict=True):
-                for k, answer in enumerate(answers):
-                    row = {"model": model, "id": rec["id"], "category": rec["category"],
-                           "prompt": rec["prompt"], "sample": k, "answer": answer}  # fmt: skip
-                    f.write(json.dumps(row) + "\n")
-    os.replace(tmp, out)
-    return out
+    rows = (
+        {"model": model, "id": rec["id"], "category": rec["category"], "prompt": rec["prompt"],
+         "sample": k, "answer": answer}
+        for model, texts in result["answers"].items()
+        for rec, answers in zip(result["records"], texts, strict=True)
+        for k, answer in enumerate(answers)
+    )  # fmt: skip
+    return write_jsonl(rows, path)
 
 
 def default_rewards() -> list[str]:

@@ -8,13 +8,14 @@
 checks the whole file first and raises `DataError` naming the file, the 1-based line and the
 fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
 seeded order per epoch with a resumable cursor; `eval_subset` takes a held-out set's first N
-prompts round-robin over categories. This module does
+prompts round-robin over categories; `write_jsonl` writes records atomically. This module does
 not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
 imports no model code.
 """
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -292,3 +293,16 @@ class PromptStream:
 
     def load_state(self, state: dict) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def write_jsonl(records, path) -> Path:
+    """One JSON object per line via a temp file renamed into place, so a failed run leaves no
+    half-written file (the parent folder is made if missing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -20,14 +20,13 @@ intervals, and each later model's paired difference from the first model on the 
 
 import argparse
 import json
-import os
 import random
 import sys
 from pathlib import Path
 
 import gold
 import stats
-from prompts import CATEGORIES, DataError
+from prompts import CATEGORIES, DataError, write_jsonl
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
 KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")
@@ -93,12 +92,6 @@ def sample(
                       "answer": r["answer"]})  # fmt: skip
         key.append({"id": rid, "model": m, "prompt_id": i, "model_rank": models.index(m)})
     return blind, key
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def load_key(path) -> dict[str, dict]:
@@ -211,8 +204,8 @@ def main(argv=None) -> int:
             out.mkdir(parents=True, exist_ok=True)
             if (out / "labels.jsonl").exists():
                 raise ValueError(f"{out}/labels.jsonl exists: sample into a new folder")
-            _write_jsonl(out / "answers.jsonl", blind)
-            _write_jsonl(out / "key.jsonl", key)
+            write_jsonl(blind, out / "answers.jsonl")
+            write_jsonl(key, out / "key.jsonl")
             print(f"{len(blind)} answers to label in {out / 'answers.jsonl'} (blind; the key is "
                   f"{out / 'key.jsonl'}); write {out / 'labels.jsonl'}")  # fmt: skip
             return 0
