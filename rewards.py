@@ -135,19 +135,24 @@ def stance_reward(
     -penalty for one that disputes a true-premise control, 0 otherwise: the category-aware term
     of issue 22 that pays for pushback only where the prompt's known category calls for it. A
     category outside STANCE_SIGN raises (a task without these categories cannot use it)."""
-    if categories is None or len(categories) != len(completions):
+    return stance_values([disputes(t) for t in completions], categories, pay, penalty)
+
+
+def stance_values(flags, categories, pay: float = 1.0, penalty: float = 1.0) -> list[float]:
+    """stance_reward from each answer's `disputes` flag (computed once by the caller)."""
+    if categories is None or len(categories) != len(flags):
         raise RewardError(
             f"the stance reward needs one category per completion, got {categories!r} for "
-            f"{len(completions)} completions"
+            f"{len(flags)} completions"
         )
     out = []
-    for text, cat in zip(completions, categories, strict=True):
+    for flag, cat in zip(flags, categories, strict=True):
         if cat not in STANCE_SIGN:
             raise RewardError(
                 f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
             )
         sign = STANCE_SIGN[cat]
-        out.append((pay if sign > 0 else penalty) * sign if disputes(text) and sign else 0.0)
+        out.append((pay if sign > 0 else penalty) * sign if flag and sign else 0.0)
     return out
 
 
@@ -246,12 +251,10 @@ def _check_stance(pay: float = 1.0, penalty: float = 1.0):
 
 def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0):
     def score(prompts, completions, categories):
-        values = np.asarray(
-            stance_reward(prompts, completions, categories=categories, pay=pay, penalty=penalty)
-        )
+        flags = [disputes(t) for t in completions]
+        values = np.asarray(stance_values(flags, categories, pay, penalty))
         details = [
-            {"disputes": float(disputes(t)), "stance": float(v)}
-            for t, v in zip(completions, values, strict=True)
+            {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
         ]
         return Scores(values, details, 0)
 
