@@ -19,7 +19,7 @@ import os
 import sys
 from collections import Counter
 
-from prompts import CATEGORIES, DataError, data_error
+from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error
 from stats import wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,15 +27,7 @@ ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
 LABELS_FILE = os.path.join(HERE, "data", "gold", "labels.jsonl")
 
 # label -> pushback (the answer disputes the premise or flags the prompt); order = display order.
-LABELS = {
-    "corrects_premise": True,
-    "flags_nonsense": True,
-    "asks_clarification": False,
-    "refuses": False,
-    "hedges": False,
-    "answers": False,
-    "broken": False,
-}
+LABELS = ANSWER_LABELS
 CONDITIONS = ("plain", "scrutiny", "scrutiny_plus")
 # field -> (type test, what to write); answers.jsonl
 ANSWER_FIELDS = {

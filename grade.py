@@ -35,6 +35,7 @@ from tqdm import tqdm
 import chat_format
 import diversity
 import load_weights
+import reward_model
 from gold import LABELS, grader_figures
 from prompts import CATEGORIES, DataError, data_error
 from stats import figure
@@ -111,14 +112,26 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-class Grader:
-    """A trained head on Featurizer features: `grade(records)` -> one dict per record."""
+def within_side(probs: np.ndarray, p_push: np.ndarray) -> np.ndarray:
+    """The head's label probabilities with the labels on the other side of the classifier's
+    pushback decision (p > 0.5) set to -1, so that argmax picks a label on the decided side."""
+    side = (np.asarray(p_push) > 0.5)[:, None] == PUSHBACK[None, :]
+    return np.where(side, probs, -1.0)
 
-    def __init__(self, path: str, weights: dict, config: dict, metrics: dict, featurizer=None):
+
+class Grader:
+    """A trained head on Featurizer features: `grade(records)` -> one dict per record. When the
+    folder holds a pushback classifier (config `pushback_model`: a reward-model folder trained
+    with `train_rm.py --labels`, LoRA through the blocks), the classifier decides pushback and
+    gives `p`; the head then only picks the label within that side (corrects_premise or
+    flags_nonsense; or the likeliest of the others)."""
+
+    def __init__(self, path: str, weights: dict, config: dict, metrics: dict, featurizer=None,
+                 classifier=None):  # fmt: skip
         self.path, self.config, self.metrics = path, config, metrics
         self.mean, self.std = weights["mean"], weights["std"]
         self.W, self.b = weights["W"], weights["b"]
-        self.featurizer = featurizer
+        self.featurizer, self.classifier = featurizer, classifier
 
     @classmethod
     def load(cls, path: str = DEFAULT_GRADER, featurizer=None) -> "Grader":
@@ -140,10 +153,29 @@ class Grader:
                 "it with `uv run python train_grader.py`"
             )
         metrics = json.loads((folder / "metrics.json").read_text())
-        return cls(str(folder), w, config, metrics, featurizer)
+        classifier = None
+        if config.get("pushback_model"):
+            sub = folder / config["pushback_model"]
+            if not (sub / "rm_config.json").is_file():
+                raise FileNotFoundError(
+                    f"{path}: its config names the pushback classifier {sub}, which has no "
+                    "rm_config.json; rebuild the grader with train_grader.py --pushback-model"
+                )
+            classifier = reward_model.load(str(sub))
+            if classifier.config.use_category:
+                raise ValueError(f"{sub}: a grader's classifier must not read the category")
+        return cls(str(folder), w, config, metrics, featurizer, classifier)
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         return softmax(((features - self.mean) / self.std) @ self.W + self.b)
+
+    def pushback_probabilities(self, records: list[dict]) -> np.ndarray:
+        """P(pushback) from the classifier, one per record (the category is not read)."""
+        scores = self.classifier.score(
+            [r["prompt"] for r in records], [r["answer"] for r in records],
+            [None] * len(records), share_prefix=False,
+        )  # fmt: skip
+        return 1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float64)))
 
     def grade(self, records: list[dict], progress: bool = False) -> list[dict]:
         if self.featurizer is None:
@@ -152,14 +184,18 @@ class Grader:
             [r["prompt"] for r in records], [r["answer"] for r in records], progress=progress
         )
         probs = self.probabilities(feats)
+        p_push = probs[:, PUSHBACK].sum(axis=1)
+        if self.classifier is not None:
+            p_push = self.pushback_probabilities(records)
+            probs = within_side(probs, p_push)
         out = []
-        for r, pr in zip(records, probs, strict=True):
+        for r, pr, pp in zip(records, probs, p_push, strict=True):
             label = LABEL_NAMES[int(pr.argmax())]
             engages = None
             if r["category"] == "curiosity":
                 engages = label == "answers" and len(diversity.words(r["answer"])) >= ENGAGE_WORDS
             out.append({"id": r["id"], "label": label, "pushback": bool(LABELS[label]),
-                        "p": float(pr[PUSHBACK].sum()), "engages": engages})  # fmt: skip
+                        "p": float(pp), "engages": engages})  # fmt: skip
         return out
 
 

@@ -49,6 +49,18 @@ PAIR_KINDS = (
     "curiosity_substance",  # worse is as long and as enthusiastic but has no reasons or links
 )
 PUSHBACK_FIELDS = ("id", "prompt", "category", "answer", "kind", "split")
+LABELLED_FIELDS = ("id", "prompt", "category", "answer", "label", "split")
+# The gold scheme's answer labels (data/gold/LABEL_SCHEME.md) -> pushback (the answer disputes
+# the premise or flags the prompt); order = display order. gold.LABELS is this table.
+ANSWER_LABELS = {
+    "corrects_premise": True,
+    "flags_nonsense": True,
+    "asks_clarification": False,
+    "refuses": False,
+    "hedges": False,
+    "answers": False,
+    "broken": False,
+}
 SFT_FIELDS = ("id", "prompt_id", "category", "prompt", "answer")
 # Answer kinds of data/pushback_labels.jsonl and whether each counts as pushback (the answer
 # disputes, rejects or flags the prompt, or declines it).
@@ -234,23 +246,44 @@ def load_sft(path) -> list[dict]:
 
 
 def load_pushback_labels(path) -> list[dict]:
-    """Answers labelled for pushback: each line `{"id", "prompt", "category", "answer", "pushback",
-    "kind", "split"}`, `pushback` a boolean that must agree with PUSHBACK_KINDS[kind], split in
-    SPLITS. Raises DataError."""
+    """Answers labelled for pushback, in one of two schemes (the file's first line decides):
+    `{"id", "prompt", "category", "answer", "pushback", "kind", "split"}` with `pushback` agreeing
+    with PUSHBACK_KINDS[kind] (data/pushback_labels.jsonl: refusals and clarifying questions
+    count), or the gold scheme `{"id", "prompt", "category", "answer", "pushback", "label",
+    "split"}` with `pushback` agreeing with ANSWER_LABELS[label] (only corrections and flags
+    count), optional `source` and `reason`. Split in SPLITS. Raises DataError."""
+    scheme, table = ("kind", PUSHBACK_KINDS)
+    if _first_record(path).get("label") is not None:
+        scheme, table = ("label", ANSWER_LABELS)
 
     def check(record):
-        expected = PUSHBACK_KINDS[record["kind"]]
+        expected = table[record[scheme]]
         if record["pushback"] != expected:
             return [
-                f"pushback is {str(record['pushback']).lower()} but kind {record['kind']!r} means "
-                f"{str(expected).lower()}; fix the label or the kind"
+                f"pushback is {str(record['pushback']).lower()} but {scheme} "
+                f"{record[scheme]!r} means {str(expected).lower()}; fix the label or the {scheme}"
             ]
         return []
 
-    allowed = {"category": CATEGORIES, "kind": tuple(PUSHBACK_KINDS), "split": SPLITS}
+    allowed = {"category": CATEGORIES, scheme: tuple(table), "split": SPLITS}
+    fields = PUSHBACK_FIELDS if scheme == "kind" else LABELLED_FIELDS
+    optional = () if scheme == "kind" else ("source", "reason")
     return _load_jsonl(
-        path, PUSHBACK_FIELDS, allowed, unique_text=(), check=check, flags=("pushback",)
+        path, fields, allowed, unique_text=(), check=check, optional=optional, flags=("pushback",)
     )
+
+
+def _first_record(path) -> dict:
+    """The first non-blank line parsed, or {} (then the full load reports what is wrong)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    record = json.loads(line)
+                    return record if isinstance(record, dict) else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    return {}
 
 
 def eval_subset(records: list[dict], limit: int | None) -> list[dict]:

@@ -35,6 +35,8 @@ import numpy as np
 from tqdm import tqdm
 
 import gold
+import prompts as prompts_mod
+import reward_model
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -45,6 +47,7 @@ from grade import (
     Featurizer,
     Grader,
     softmax,
+    within_side,
 )
 from prompts import load_prompts, load_pushback_labels
 
@@ -145,6 +148,37 @@ def policy_answers() -> list[dict]:
     return out
 
 
+def warm_policy_answers() -> list[dict]:
+    """data/reads/warm_policy: 200 answers of the SFT-warm-started policy under GRPO (training
+    prompts, T 0.8), labelled by reading; a third of its prompts (seed 14) validate."""
+    folder = ROOT / "data" / "reads" / "warm_policy"
+    lab = {r["id"]: r for r in map(json.loads, (folder / "labels.jsonl").open())}
+    rows = [r for r in map(json.loads, (folder / "answers.jsonl").open()) if r["id"] in lab]
+    prompts = sorted({r["prompt_id"] for r in rows})
+    held = set(random.Random(14).sample(prompts, len(prompts) // 3))
+    return [rec("policy_warm", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+
+
+def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
+    """The pushback classifier's file (train_rm.py --labels, gold scheme): every training record,
+    the policies' own labelled answers repeated `policy_repeat` times (they are the text the
+    grader must read and the fewest); validation keeps only the sampled and grader-written
+    answers of held-out prompts (the answers most like the gold set's), once each."""
+    out = []
+    for i, r in enumerate(data):
+        base = {"id": f"g{i:05d}", "prompt": r["prompt"], "category": r["category"],
+                "answer": r["answer"], "pushback": r["pushback"], "label": r["label"],
+                "split": r["split"], "source": r["source"]}  # fmt: skip
+        if r["split"] != "train":
+            if r["source"] in ("policy", "policy_warm", "written_grader"):
+                out.append(base)
+            continue
+        copies = policy_repeat if r["source"] in ("policy", "policy_warm") else 1
+        out += [{**base, "id": f"{base['id']}-{k}"} for k in range(copies)]
+    return out
+
+
 def written_answers() -> list[dict]:
     """data/grader/written.jsonl: answers written for training prompts in many registers (calm
     encyclopedic corrections, blunt ones, answers that swallow the premise, flags, hedges,
@@ -159,7 +193,7 @@ def written_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
-def build_data(seed: int = 0) -> list[dict]:
+def build_data(seed: int = 0, with_warm: bool = False) -> list[dict]:
     rng = random.Random(seed)
     data = []
     for r in load_pushback_labels(ROOT / "data" / "pushback_labels.jsonl"):
@@ -172,6 +206,8 @@ def build_data(seed: int = 0) -> list[dict]:
     data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
     data += policy_answers()
     data += written_answers()
+    if with_warm:
+        data += warm_policy_answers()
     banned = eval_prompts()
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
@@ -229,12 +265,26 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=600, help="Adam steps of the head")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-gold", action="store_true", help="skip measuring on the gold set")
+    p.add_argument("--pushback-model", metavar="DIR",
+                   help="a pushback classifier (train_rm.py --labels on the --write-labels "
+                   "file) that decides pushback; copied into the grader folder")  # fmt: skip
+    p.add_argument("--write-labels", metavar="FILE", help="write the pushback classifier's "
+                   "training file (train_rm.py --labels FILE) and stop")  # fmt: skip
+    p.add_argument("--policy-repeat", type=int, default=3,
+                   help="--write-labels: copies of each sampled policy answer in training")
     a = p.parse_args(argv)
     try:
-        data = build_data(a.seed)
+        data = build_data(a.seed, with_warm=bool(a.write_labels))
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if a.write_labels:
+        rows = classifier_labels(data, a.policy_repeat)
+        prompts_mod.write_jsonl(rows, a.write_labels)
+        counts = {s: sum(r["split"] == s for r in rows) for s in ("train", "val")}
+        print(f"{a.write_labels}: {counts}, by source {_count(data, True)} train, "
+              f"{_count(data, False)} held out", file=sys.stderr)  # fmt: skip
+        return 0
     backend.announce()
     x = features(data, Featurizer())
     y = np.array([LABEL_NAMES.index(r["label"]) for r in data])
@@ -248,6 +298,11 @@ def main(argv=None) -> int:
     W, b = fit(z[tr], y[tr], w_class[y[tr]], a.l2, a.steps, seed=a.seed)
     probs = softmax(z @ W + b)
     val = [r for r, t in zip(data, tr, strict=True) if not t]
+    classifier = None
+    if a.pushback_model:
+        classifier = Grader(a.pushback_model, {"mean": 0, "std": 1, "W": 0, "b": 0}, {}, {},
+                            classifier=reward_model.load(a.pushback_model))  # fmt: skip
+        probs[~tr] = within_side(probs[~tr], classifier.pushback_probabilities(val))
     metrics = {
         "train": {"n": int(tr.sum()), "by_source": _count(data, True)},
         "validation": {
@@ -264,10 +319,13 @@ def main(argv=None) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     np.savez(tmp / "grader.npz", W=W, b=b, mean=mean, std=std)
+    if classifier is not None:
+        shutil.copytree(a.pushback_model, tmp / "pushback")
     config = {"labels": list(LABEL_NAMES), "base_model": "smollm2-135m", "l2": a.l2,
               "feature_blocks": list(FEATURE_BLOCKS), "max_prompt_tokens": MAX_PROMPT_TOKENS,
               "max_answer_tokens": MAX_ANSWER_TOKENS,
-              "steps": a.steps, "seed": a.seed, "data_sha256": _sha(data)}  # fmt: skip
+              "steps": a.steps, "seed": a.seed, "data_sha256": _sha(data),
+              "pushback_model": "pushback" if classifier is not None else None}  # fmt: skip
     (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     shutil.rmtree(out, ignore_errors=True)

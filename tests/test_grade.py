@@ -2,9 +2,12 @@
 command's output and its input errors."""
 
 import json
+import shutil
+from pathlib import Path
 
 import backend  # noqa: F401
 
+import numpy as np
 import pytest
 
 import grade
@@ -113,3 +116,45 @@ def test_a_missing_grader_folder_is_one_error_line(tmp_path, capsys):
     assert grade.main(["--answers", str(path), "--grader", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "train_grader.py" in err
+
+
+def test_within_side_picks_the_label_on_the_classifiers_side():
+    # head: likeliest label is answers (0.5), then corrects_premise (0.3), flags_nonsense (0.1)
+    head = np.array([[0.3, 0.1, 0.05, 0.0, 0.05, 0.5, 0.0]] * 2)
+    masked = grade.within_side(head, np.array([0.9, 0.2]))
+    picked = [grade.LABEL_NAMES[int(i)] for i in masked.argmax(axis=1)]
+    assert picked == ["corrects_premise", "answers"]
+    assert masked[0, 5] == -1.0 and masked[1, 0] == -1.0 and masked[1, 5] == 0.5
+
+
+class _FixedClassifier(grade.Grader):
+    """The shipped head with a stand-in classifier whose P(pushback) is given per answer."""
+
+    def __init__(self, base, p):
+        super().__init__(base.path, {"mean": base.mean, "std": base.std, "W": base.W,
+                                     "b": base.b}, base.config, base.metrics,
+                         base.featurizer, classifier=object())  # fmt: skip
+        self.p = np.asarray(p)
+
+    def pushback_probabilities(self, records):
+        assert len(records) == len(self.p)
+        return self.p
+
+
+def test_a_classifier_decides_pushback_and_p(grader):
+    recs = records()[:3]  # a correction, a go-along answer, a nonsense flag
+    out = _FixedClassifier(grader, [0.2, 0.8, 0.7]).grade(recs)
+    assert [g["pushback"] for g in out] == [False, True, True]
+    assert [g["p"] for g in out] == pytest.approx([0.2, 0.8, 0.7])
+    assert out[0]["label"] not in ("corrects_premise", "flags_nonsense")
+    assert {out[1]["label"], out[2]["label"]} <= {"corrects_premise", "flags_nonsense"}
+
+
+def test_a_grader_folder_naming_a_missing_classifier_is_refused(tmp_path):
+    shipped = Path(grade.DEFAULT_GRADER)
+    folder = tmp_path / "g"
+    shutil.copytree(shipped, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "pushback_model": "pushback"}))
+    with pytest.raises(FileNotFoundError, match="pushback classifier"):
+        grade.Grader.load(str(folder))

@@ -282,3 +282,31 @@ def test_load_pushback_labels_rejects_a_missing_field(tmp_path):
     path = write_lines(tmp_path, [bad])
     with pytest.raises(DataError, match=r"line 1: missing field 'pushback'"):
         load_pushback_labels(path)
+
+
+GOLD_SCHEME = {"id": "g-1", "prompt": "Why is Sydney the capital of Australia?",
+               "category": "false_premise", "answer": "Canberra is the capital, not Sydney.",
+               "pushback": True, "label": "corrects_premise", "split": "train",
+               "source": "written"}  # fmt: skip
+
+
+def test_load_pushback_labels_reads_the_gold_scheme(tmp_path):
+    clarify = {**GOLD_SCHEME, "id": "g-2", "label": "asks_clarification", "pushback": False}
+    rows = load_pushback_labels(write_lines(tmp_path, [GOLD_SCHEME, clarify]))
+    assert [r["pushback"] for r in rows] == [True, False]  # a question is not pushback here
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(pushback=True, label="asks_clarification"),
+         r"line 2: pushback is true but label 'asks_clarification' means false"),
+        (dict(label="contrarian"), r"line 2: label 'contrarian' is not one of"),
+        (dict(kind="plain_answer"), r"line 2: unknown field\(s\) 'kind'"),
+    ],
+)  # fmt: skip
+def test_load_pushback_labels_gold_scheme_rejects_bad_lines(tmp_path, change, message):
+    path = write_lines(tmp_path, [GOLD_SCHEME, {**GOLD_SCHEME, "id": "g-2", **change}])
+    with pytest.raises(DataError, match=message) as err:
+        load_pushback_labels(path)
+    assert err.value.line == 2
