@@ -139,7 +139,8 @@ def stance_reward(
 
 
 def stance_values(flags, categories, pay: float = 1.0, penalty: float = 1.0) -> list[float]:
-    """stance_reward from each answer's `disputes` flag (computed once by the caller)."""
+    """stance_reward from each answer's `disputes` flag (computed once by the caller): a bool,
+    or a probability in [0, 1] from a trained detector, which scales the pay or penalty."""
     if categories is None or len(categories) != len(flags):
         raise RewardError(
             f"the stance reward needs one category per completion, got {categories!r} for "
@@ -152,7 +153,7 @@ def stance_values(flags, categories, pay: float = 1.0, penalty: float = 1.0) -> 
                 f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
             )
         sign = STANCE_SIGN[cat]
-        out.append((pay if sign > 0 else penalty) * sign if flag and sign else 0.0)
+        out.append((pay if sign > 0 else penalty) * sign * float(flag) if sign else 0.0)
     return out
 
 
@@ -242,16 +243,44 @@ def _build_asks_question(ctx):
     return _plain(asks_question)
 
 
-def _check_stance(pay: float = 1.0, penalty: float = 1.0):
+def _check_stance(pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical"):
     for name, v in (("pay", pay), ("penalty", penalty)):
         if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
                 and v >= 0):  # fmt: skip
             raise RewardError(f"stance {name}={v!r} must be a finite number >= 0")
+    if detector != "lexical":
+        if not isinstance(detector, str) or not (
+            rm_folder(detector) / reward_model.CONFIG_FILE
+        ).is_file():
+            raise RewardError(
+                f"stance detector {detector!r} is neither 'lexical' nor a classifier folder with "
+                f"{reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
+            )
 
 
-def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0):
+def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical"):
+    """The stance term. `detector` 'lexical' flags an answer with rewards.disputes (0 or 1); a
+    classifier folder (train_rm.py --labels, not reading the category) gives P(pushback), and
+    the pay or penalty is scaled by it, so wording the lexicon misses is still seen."""
+    classify = None
+    if detector != "lexical":
+        clf = reward_model.load(rm_folder(detector))
+        if clf.config.use_category:
+            raise RewardError(
+                f"stance detector {detector!r} reads the prompt's category: it would learn the "
+                "category, not the answer; train it with --no-use-category"
+            )
+
+        def classify(prompts, completions):
+            scores = clf.score(prompts, completions, [None] * len(prompts),
+                               share_prefix=ctx.share_prefix)  # fmt: skip
+            return list(1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float64))))
+
     def score(prompts, completions, categories):
-        flags = [disputes(t) for t in completions]
+        if classify is None:
+            flags = [float(disputes(t)) for t in completions]
+        else:
+            flags = classify(prompts, completions)
         values = np.asarray(stance_values(flags, categories, pay, penalty))
         details = [
             {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
@@ -495,7 +524,8 @@ REWARDS: dict[str, Entry] = {
         _build_stance,
         _check_stance,
         None,
-        "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each)",
+        "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
+        "detector: lexical or a classifier folder",
     ),
     "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),

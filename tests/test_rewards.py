@@ -350,3 +350,32 @@ def test_ensemble_scores_with_each_member_then_combines_and_bounds(monkeypatch):
     want = [0.0, 3 * math.tanh(-1 / 3), 3 * math.tanh(2 / 3)]
     assert s.values.tolist() == pytest.approx(want) and s.failures == 0
     assert s.details[2] == {"member0": 6.0, "member1": 2.0, "spread": 2.0}
+
+
+def test_stance_with_a_trained_detector_scales_by_its_probability():
+    cfg = {"pay": 2.0, "penalty": 3.0, "detector": "models/pushback-smollm2-135m"}
+    scorer = rewards.build_scorer([rewards.Component("stance", 1.0, cfg)], rewards.RewardContext())
+    prompts = ["Why did Edison invent the telephone?"] * 2 + ["Why is the sky blue?", "Why?"]
+    texts = ["He didn't: Alexander Graham Bell patented the telephone in 1876.",
+             "Edison invented the telephone because he wanted to talk to his wife.",
+             "Because air scatters blue light more than red light.",
+             "It is a good question."]  # fmt: skip
+    cats = ["false_premise", "false_premise", "control", "curiosity"]
+    s = scorer(prompts, texts, cats)
+    p = [d["disputes"] for d in s.details]
+    assert all(0.0 < x < 1.0 for x in p), p  # probabilities, not 0/1 flags
+    assert s.values.tolist() == pytest.approx([2.0 * p[0], 2.0 * p[1], -3.0 * p[2], 0.0])
+    assert p[0] > 0.5 > p[1], p  # the correction disputes, the go-along answer does not
+
+
+def test_stance_refuses_a_detector_that_is_not_a_classifier(rm_folder):
+    with pytest.raises(rewards.RewardError, match="neither 'lexical' nor a classifier"):
+        rewards.check_components(
+            [rewards.Component("stance", 1.0, {"detector": "models/nothing-here"})], "t"
+        )
+    rewards.check_components([rewards.Component("stance", 1.0, {"detector": rm_folder})], "t")
+    with pytest.raises(rewards.RewardError, match="reads the prompt's category"):
+        rewards.build_scorer(
+            [rewards.Component("stance", 1.0, {"detector": "models/rm-smollm2-135m"})],
+            rewards.RewardContext(),
+        )
