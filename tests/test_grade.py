@@ -155,6 +155,6 @@ def test_a_grader_folder_naming_a_missing_classifier_is_refused(tmp_path):
     folder = tmp_path / "g"
     shutil.copytree(shipped, folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "pushback_model": "pushback"}))
+    (folder / "config.json").write_text(json.dumps({**config, "pushback_model": "missing"}))
     with pytest.raises(FileNotFoundError, match="pushback classifier"):
         grade.Grader.load(str(folder))
