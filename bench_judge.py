@@ -17,7 +17,6 @@ per kind where the intact answer scores higher, with n and a 95% Wilson interval
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import sys
@@ -30,11 +29,12 @@ import numpy as np
 
 import broken_text
 import diversity
+import errors
 import rewards
 import stats
+import strict_json
 import tasks
 from gwen import Gwen
-from load_weights import LoadError
 from prompts import DataError, load_pairs
 from rubric import Rubric
 
@@ -175,7 +175,7 @@ def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_o
                 "score": s,
                 "words": len(diversity.words(answers[i])),
             }
-            scores_out.write(json.dumps(row) + "\n")
+            scores_out.write(strict_json.dumps(row) + "\n")
     finite = scores[np.isfinite(scores)]
     if finite.size < 2 or np.ptp(finite) == 0:
         raise rewards.RewardError(
@@ -306,6 +306,7 @@ def run(a) -> dict:
     return out
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
@@ -337,14 +338,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.reward is None:
         a.reward = [tasks.default_reward("values")]
-    try:
-        for spec in a.reward:
-            reward_components(spec)
-        backend.announce()
-        out = run(a)
-    except (DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    for spec in a.reward:
+        reward_components(spec)
+    backend.announce()
+    out = run(a)
     out["hardware"] = {
         "cpus": os.cpu_count(),
         "load_average_1min_at_end": os.getloadavg()[0],
@@ -354,7 +351,7 @@ def main(argv=None) -> int:
         "mlx": version("mlx"),
     }
     if a.json:
-        print(json.dumps(out, indent=1))
+        print(strict_json.dumps(out, indent=1))
         return 0
     print(f"{out['n_pairs']} pairs ({a.pairs}, split {a.split!r})")
     for spec, r in out["rewards"].items():
@@ -372,7 +369,7 @@ def main(argv=None) -> int:
                 for k, v in r["probes"].items()
             ))  # fmt: skip
     if "judge_speed" in out:
-        print(json.dumps(out["judge_speed"]))
+        print(strict_json.dumps(out["judge_speed"]))
     return 0
 
 

@@ -7,22 +7,24 @@ the reward curve PNG with train.py's plotting. Not a test: a learning run takes 
 """
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 import backend
 
+import errors
 import runlog
+import strict_json
 import train
 from config import TrainConfig
 
 
 def summarize(run_dir: Path, window: int = 5) -> dict:
-    rows = runlog.MetricsLog.read(run_dir / "metrics.jsonl")
+    with errors.as_user_error(ValueError):  # a malformed line, named by file and line
+        rows = runlog.MetricsLog.read(run_dir / "metrics.jsonl")
     if len(rows) < 2 * window:
-        raise SystemExit(f"{run_dir} has {len(rows)} steps; need >= {2 * window}")
+        raise errors.UserError(f"{run_dir} has {len(rows)} steps; need >= {2 * window}")
     rewards = [r["reward_mean"] for r in rows]
     first, last = statistics.mean(rewards[:window]), statistics.mean(rewards[-window:])
     plots = [str(p) for p in runlog.plot_run(run_dir)]
@@ -38,6 +40,7 @@ def summarize(run_dir: Path, window: int = 5) -> dict:
     }
 
 
+@errors.cli
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="policy checkpoint")
@@ -46,15 +49,16 @@ def main(argv=None):
     p.add_argument("--run-dir", default=None, help="analyse this existing run instead")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    backend.announce()
-    run_dir = (
-        Path(a.run_dir)
-        if a.run_dir
-        else train.run(TrainConfig(model=a.model, reward=a.reward, steps=a.steps))
-    )
+    if a.run_dir:
+        run_dir = Path(a.run_dir)
+    else:
+        with errors.as_user_error(ValueError):  # TrainConfig's checks
+            cfg = TrainConfig(model=a.model, reward=a.reward, steps=a.steps)
+        backend.announce()
+        run_dir = train.run(cfg)
     result = summarize(run_dir)
     if a.json:
-        print(json.dumps(result))
+        print(strict_json.dumps(result))
         return
     for k, v in result.items():
         print(f"{k:>16}: {v}")

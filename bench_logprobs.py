@@ -12,7 +12,6 @@ fewer rows. Not a model benchmark: random inputs, no transformer.
 
 import argparse
 import functools
-import json
 import os
 import platform
 import statistics
@@ -24,7 +23,9 @@ import backend
 # isort: split
 import mlx.core as mx
 
+import errors
 import kernels
+import strict_json
 
 
 def _available_mb() -> float:
@@ -124,7 +125,8 @@ def _print_table(name: str, r: dict) -> None:
     print(f"  max |ours - naive| log-prob: {r['max_abs_diff']:.2e}")
 
 
-def main() -> None:
+@errors.cli
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vocab", type=int, default=49152, help="main case vocabulary (SmolLM2)")
     p.add_argument("--dim", type=int, default=576, help="main case hidden size (SmolLM2)")
@@ -136,9 +138,11 @@ def main() -> None:
     p.add_argument("--chunk-rows", type=int, default=None, help="token_logprobs chunk_rows")
     p.add_argument("--chunk-vocab", type=int, default=None, help="token_logprobs chunk_vocab")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.trials < 3:
-        p.error(f"--trials={args.trials}: use at least 3 (the median of fewer is noise)")
+        raise errors.UserError(
+            f"--trials={args.trials}: use at least 3 (the median of fewer is noise)"
+        )
     backend.announce()
 
     cases = {"main": (args.rows, args.vocab, args.dim)}
@@ -170,7 +174,7 @@ def main() -> None:
         time_ratio=main_case["fwd_bwd_time_ratio"],
     )
     if args.json:
-        print(json.dumps(report))
+        print(strict_json.dumps(report))
         return
     print(
         f"{report['hardware']}, {report['blas']}, mlx {report['mlx']}, kernels={report['kernels']}"
@@ -180,4 +184,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

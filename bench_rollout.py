@@ -1,16 +1,15 @@
 """Rollout benchmark: Gwen.sample_group vs mlx_lm.batch_generate, same weights, same run.
 
-Both sample B prompts x G completions of exactly --max-tokens tokens (EOS ignored) at the same
-temperature/top-p. mlx_lm gets our float32 weights in its own model class, all B*G rows in one
-batch (its fastest setting), and no log-probs; ours returns log-probs too. After a warm-up,
-the sides alternate for --trials rounds; the medians give tokens/s and the ratio. --profile
-times the pieces of our decode step in isolation to show where the time goes.
+Both sample B (--prompts-per-step) prompts x G completions of exactly --max-new-tokens tokens
+(EOS ignored) at the same temperature/top-p. mlx_lm gets our float32 weights in its own model
+class, all B*G rows in one batch (its fastest setting), and no log-probs; ours returns log-probs
+too. After a warm-up, the sides alternate for --trials rounds; the medians give tokens/s and the
+ratio. --profile times the pieces of our decode step in isolation to show where the time goes.
 """
 
 import argparse
 import dataclasses
 import importlib
-import json
 import statistics
 import sys
 import time
@@ -21,7 +20,10 @@ import mlx.core as mx
 import mlx.utils
 import numpy as np
 
-from gwen import Gwen
+import errors
+import flags
+import strict_json
+from gwen import Gwen, check_sampling
 from sampling import sample_numpy
 
 PROMPTS = [
@@ -59,7 +61,7 @@ def mlx_lm_twin(model):
 
 def run_ours(gwen, prompts, a, seed):
     s = gwen.sample_group(
-        prompts, a.group_size, a.max_tokens, a.temperature, a.top_p, seed, stop_at_eos=False
+        prompts, a.group_size, a.max_new_tokens, a.temperature, a.top_p, seed, stop_at_eos=False
     )
     mx.eval(s.tokens, s.logprobs)
     return int(s.mask.sum().item())
@@ -75,7 +77,7 @@ def run_mlx_lm(twin, tokenizer, prompt_ids, a, seed):
         twin,
         _NoEosTokenizer(tokenizer),
         rows,
-        max_tokens=a.max_tokens,
+        max_tokens=a.max_new_tokens,
         sampler=make_sampler(temp=a.temperature, top_p=a.top_p),
         completion_batch_size=len(rows),
         prefill_batch_size=len(rows),
@@ -119,7 +121,7 @@ def profile(gwen, prompts, a):
             ts.append(time.perf_counter() - start)
         return 1e3 * statistics.median(ts)
 
-    capacity = toks.shape[1] + a.max_tokens
+    capacity = toks.shape[1] + a.max_new_tokens
 
     def prefill():
         cache, h = gwen.prefill(toks, pad, capacity)
@@ -151,12 +153,13 @@ def profile(gwen, prompts, a):
     }
 
 
+@errors.cli
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="HF folder, hub id or smollm2-135m")
-    p.add_argument("--prompts", type=int, default=8, help="distinct prompts B")
+    p.add_argument("--prompts-per-step", type=int, default=8, help="distinct prompts B")
     p.add_argument("--group-size", type=int, default=8, help="samples per prompt G")
-    p.add_argument("--max-tokens", type=int, default=64, help="new tokens per sample (exact)")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per sample (exact)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass")
     p.add_argument("--trials", type=int, default=3, help="timed runs per side (median)")
@@ -164,21 +167,28 @@ def main(argv=None):
     p.add_argument("--skip-mlx-lm", action="store_true", help="time ours only")
     p.add_argument("--profile", action="store_true", help="also time the decode-step pieces")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.renamed(p, "--prompts", "--prompts-per-step")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
     a = p.parse_args(argv)
+    with errors.as_user_error(ValueError):  # the flags, before the model loads
+        check_sampling(a.group_size, a.max_new_tokens, a.temperature, a.top_p)
+        if min(a.prompts_per_step, a.trials) < 1:
+            raise errors.UserError("--prompts-per-step and --trials must be >= 1")
+        dtype = backend.parse_dtype(a.dtype)
     backend.announce()
-    gwen = Gwen.load(a.model, backend.parse_dtype(a.dtype))
+    gwen = Gwen.load(a.model, dtype)
     prompts = [
         PROMPTS[i % len(PROMPTS)] + ("" if i < len(PROMPTS) else f" ({i})")
-        for i in range(a.prompts)
+        for i in range(a.prompts_per_step)
     ]
     result = {
         "model": a.model,
         "backend": backend.backend_name(),
         "blas": backend.BLAS,
         "dtype": str(gwen.model.lm_head_weight().dtype),
-        "prompts": a.prompts,
+        "prompts": a.prompts_per_step,
         "group_size": a.group_size,
-        "max_tokens": a.max_tokens,
+        "max_tokens": a.max_new_tokens,
         "temperature": a.temperature,
         "top_p": a.top_p,
         "trials": a.trials,
@@ -204,7 +214,7 @@ def main(argv=None):
     if a.profile:
         result["profile"] = profile(gwen, prompts, a)
     if a.json:
-        print(json.dumps(result))
+        print(strict_json.dumps(result))
         return
     for k, v in result.items():
         print(f"{k:>32}: {v:.4g}" if isinstance(v, float) else f"{k:>32}: {v}")

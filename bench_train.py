@@ -2,11 +2,11 @@
 update; with `--ab`, the step with every optimization on against all of them off, in one run.
 
 Runs train.py's loop for --steps steps (the first is a warm-up and is not counted) at exactly
---max-tokens new tokens (EOS ignored, so every step does the same work) and reports medians from
-metrics.jsonl. Without `--config`: B prompts x G samples, full fine-tuning with a frozen reference
-(KL coefficient 0.04) unless told otherwise. With `--config FILE` (a recipe such as
-recipes/values_smollm2.json): that run's shape, model, reward, LoRA and KL settings; flags given
-here override it.
+--max-new-tokens new tokens (EOS ignored, so every step does the same work) and reports medians
+from metrics.jsonl. Without `--config`: B prompts (--prompts-per-step) x G samples, full
+fine-tuning with a frozen reference (KL coefficient 0.04) unless told otherwise. With `--config
+FILE` (a recipe such as recipes/values_smollm2.json): that run's shape, model, reward, LoRA and KL
+settings; flags given here override it.
 
 `--ab` alternates runs with every optimization in OPTIMIZATIONS on and with all of them off
 (`--rounds` pairs, on first), and prints both medians, their ratio and each arm's step parts.
@@ -33,8 +33,11 @@ import backend
 import mlx.core as mx
 
 import distributed
+import errors
+import flags
+import strict_json
 import train
-from config import ConfigError, resolve_config
+from config import resolve_config
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {
@@ -52,10 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help=f"policy checkpoint (default: {DEFAULTS['model']})")
     p.add_argument("--reward", help=f"reward spec (default: {DEFAULTS['reward']})")
     p.add_argument(
-        "--prompts", type=int, help=f"prompts per step B (default: {DEFAULTS['prompts']})"
+        "--prompts-per-step", type=int, help=f"prompts per step B (default: {DEFAULTS['prompts']})"
     )
     p.add_argument("--group-size", type=int, help="samples per prompt G (default: 8)")
-    p.add_argument("--max-tokens", type=int, help="new tokens per sample, exact (default: 64)")
+    p.add_argument("--max-new-tokens", type=int, help="new tokens per sample, exact (default: 64)")
     p.add_argument("--steps", type=int, default=4, help="steps per run; the first is warm-up")
     p.add_argument("--kl-coef", type=float, help="0 drops the reference model (default: 0.04)")
     p.add_argument("--lora-rank", type=int, help="0 = full fine-tuning (default: 0)")
@@ -69,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="switch this optimization off (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.renamed(p, "--prompts", "--prompts-per-step")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
     return p
 
 
@@ -77,9 +82,9 @@ def base_config(a, tmp: str) -> train.TrainConfig:
     given = {
         "model": a.model,
         "reward": a.reward,
-        "prompts_per_step": a.prompts,
+        "prompts_per_step": a.prompts_per_step,
         "group_size": a.group_size,
-        "max_new_tokens": a.max_tokens,
+        "max_new_tokens": a.max_new_tokens,
         "kl_coef": a.kl_coef,
         "lora_rank": a.lora_rank,
     }
@@ -129,19 +134,14 @@ def medians(rows: list[dict]) -> dict:
     return {k: statistics.median(r.get(k, 0.0) for r in rows) for k in keys}
 
 
+@errors.cli
 def main(argv=None):
     a = build_parser().parse_args(argv)
     if a.steps < 2 or a.rounds < 1:
-        print(
-            "error: --steps must be >= 2 (the first is a warm-up), --rounds >= 1", file=sys.stderr
-        )
-        return 2
+        raise errors.UserError("--steps must be >= 2 (the first is a warm-up), --rounds >= 1")
     with tempfile.TemporaryDirectory() as tmp:
-        try:
+        with errors.as_user_error(ValueError):  # TrainConfig's checks
             cfg = base_config(a, tmp)
-        except (ConfigError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
         mx.reset_peak_memory()
         arms = {"optimized": [], "unoptimized": []} if a.ab else {"optimized": []}
         for i in range(a.rounds if a.ab else 1):
@@ -186,7 +186,7 @@ def main(argv=None):
             "step_ratio": med["step_s"] / un["step_s"],  # < 1: the optimizations save time
         }
     if a.json:
-        print(json.dumps(result))
+        print(strict_json.dumps(result))
         return 0
     for k, v in result.items():
         print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")

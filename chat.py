@@ -25,10 +25,12 @@ from dataclasses import dataclass
 
 import backend
 
+import errors
+import flags
 import rewards
 import tasks
 from gwen import Gwen
-from load_weights import MODEL_HELP, LoadError, ModelSource, resolve
+from load_weights import MODEL_HELP, ModelSource, resolve
 from prompts import CATEGORIES
 from reference import starting_judge
 
@@ -322,9 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local only)")
     p.add_argument("--port", type=int, default=7860, help="port to serve on")
-    p.add_argument("--max-tokens", type=int, default=256, help="initial max new tokens")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="initial max new tokens")
     p.add_argument("--temperature", type=float, default=0.7, help="initial temperature")
     p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
     return p
 
 
@@ -349,8 +352,8 @@ def check_args(args) -> list[rewards.Component]:
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port {args.port} is not a port number (1-65535)")
     check_port_free(args.host, args.port)
-    if args.max_tokens < 1 or args.temperature < 0:
-        raise ValueError("--max-tokens must be >= 1 and --temperature >= 0")
+    if args.max_new_tokens < 1 or args.temperature < 0:
+        raise ValueError("--max-new-tokens must be >= 1 and --temperature >= 0")
     backend.parse_dtype(args.dtype)
     for ref in refs:
         resolve(ref, args.base)
@@ -359,21 +362,19 @@ def check_args(args) -> list[rewards.Component]:
     return reward_components(args.reward_model or tasks.default_reward_model("values"))
 
 
+@errors.cli
 def main(argv=None) -> int:
     """Load the models, serve the page until Ctrl-C. A bad input is one `error:` line, exit 2."""
     args = build_parser().parse_args(argv)
     refs = args.model or [DEFAULT_MODEL]
-    try:
+    with errors.as_user_error(ValueError):  # the flags, then models that do not load
         components = check_args(args)
         backend.announce()
         dtype = backend.parse_dtype(args.dtype)
         models, judge = load_models(refs, args.base, args.judge_model, dtype)
         scorers = build_scorers(components, judge, models[0][1].tokenizer)
-    except (ValueError, LoadError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     judge_name = args.judge_model or f"starting weights of {refs[0]}"
-    start = Sampling(args.max_tokens, args.temperature, 1.0, 0)
+    start = Sampling(args.max_new_tokens, args.temperature, 1.0, 0)
     worker = ModelThread()
     page = build_page(models, scorers, worker, judge_name, start)
     if args.host not in LOCAL_HOSTS:
@@ -390,11 +391,9 @@ def main(argv=None) -> int:
             quiet=True,
         )
     except OSError as e:
-        print(
-            f"error: cannot serve on {args.host}:{args.port} ({e}); try another --port",
-            file=sys.stderr,
-        )
-        return 2
+        raise errors.UserError(
+            f"cannot serve on {args.host}:{args.port} ({e}); try another --port"
+        ) from e
     print(f"chat page: {page.local_url} (Ctrl-C stops it)", flush=True)
     try:
         worker.serve()

@@ -12,7 +12,6 @@ not parse or score completions (chess_task.py).
 import argparse
 import contextlib
 import itertools
-import json
 import math
 import random
 import shutil
@@ -24,6 +23,8 @@ from pathlib import Path
 import chess
 import chess.engine
 
+import errors
+import strict_json
 from chess_task import (
     HISTORY_PLIES,
     MATE_PAWNS,
@@ -35,7 +36,7 @@ from chess_task import (
     make_arbiter_record,
     make_policy_record,
 )
-from prompts import DataError, write_jsonl
+from prompts import write_jsonl
 
 CP_CLIP_PAWNS = 50.0  # centipawn evals are clipped here, so any |eval| > 50 is a mate
 DEFAULT_DEPTH = 12
@@ -44,7 +45,7 @@ ILLEGAL_SHARE = 0.1  # A: tasks whose move is illegal (reward -1)
 SEEK_ENDING_SHARE = 0.25  # A: tasks played on until a move ends or truncates the episode
 SEEK_MAX_PLIES = 1000
 MAX_ATTEMPTS = 200
-STOCKFISH_MISSING = "error: stockfish not found: apt-get install stockfish / brew install stockfish"
+STOCKFISH_MISSING = "stockfish not found: apt-get install stockfish / brew install stockfish"
 
 # Hand-written main lines (UCI); a position starts from a random prefix of one (or of none).
 OPENINGS: dict[str, tuple[str, ...]] = {
@@ -62,8 +63,8 @@ OPENINGS: dict[str, tuple[str, ...]] = {
 }
 
 
-class StockfishNotFound(RuntimeError):
-    pass
+class StockfishNotFound(errors.UserError, RuntimeError):
+    """No Stockfish binary: the message says how to install one."""
 
 
 def find_stockfish(path: str | None = None) -> str:
@@ -242,7 +243,8 @@ def run_generate(args: argparse.Namespace) -> dict:
         chess.Board(r["fen"]).epd() for path in args.exclude for r in load_chess(path)
     )
     prefix = args.prefix or Path(args.out).stem
-    planned = plan_records(args.n, args.seed, args.tasks, exclude, prefix)
+    with errors.as_user_error(ValueError):  # --n and --tasks
+        planned = plan_records(args.n, args.seed, args.tasks, exclude, prefix)
     if "P" in args.tasks:
         if args.movetime is not None:
             limit, how = chess.engine.Limit(time=args.movetime / 1000), f"movetime={args.movetime}"
@@ -264,6 +266,7 @@ def run_generate(args: argparse.Namespace) -> dict:
     return counts
 
 
+@errors.cli
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -282,16 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("--prefix", help="id prefix (default: the --out file's stem)")
     gen.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = parser.parse_args(argv)
-    try:
-        counts = run_generate(args)
-    except StockfishNotFound as e:
-        print(e, file=sys.stderr)
-        return 2
-    except DataError as e:  # a bad --exclude file: its name, the first bad line, the fix
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    counts = run_generate(args)  # StockfishNotFound, or a bad --exclude file's DataError
     if args.json:
-        print(json.dumps(counts))
+        print(strict_json.dumps(counts))
     else:
         print(", ".join(f"{k}={v}" for k, v in counts.items()))
     return 0

@@ -19,6 +19,7 @@ import grpo
 import hacks
 import rewards
 import tasks
+from errors import UserError
 from load_weights import MODEL_HELP
 
 _f = flags.option
@@ -331,7 +332,7 @@ def _default_text(f) -> str:
     return "; ".join([str(f.default), *per_task])
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config file or flag the run cannot start with; the CLI prints it and exits 2."""
 
 

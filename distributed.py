@@ -27,6 +27,7 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
+from errors import UserError
 from gwen import GroupSample
 from rewards import Scores
 
@@ -54,7 +55,7 @@ def is_main() -> bool:
     return rank() == 0
 
 
-class LaunchError(ValueError):
+class LaunchError(UserError, ValueError):
     """A batch that cannot be split over the launched ranks, or ranks that start from different
     settings, data or weights; the CLIs print it and exit 2."""
 

@@ -17,7 +17,6 @@ train.py calls `evaluate` every --routing-eval-every steps (metrics `routing/<mo
 
 import argparse
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -26,12 +25,14 @@ import backend
 import numpy as np
 
 import diversity
+import errors
 import hacks
 import lora
 import rewards
+import strict_json
 from gwen import Gwen
-from load_weights import MODEL_HELP, LoadError, resolve
-from prompts import DataError, eval_subset, load_prompts
+from load_weights import MODEL_HELP, resolve
+from prompts import eval_subset, load_prompts
 from reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
@@ -164,6 +165,7 @@ def _settings(args, run_cfg: dict) -> dict:
     return out
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", help=MODEL_HELP)
@@ -179,15 +181,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the report (Markdown) to this file")
     args = p.parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the model, settings, specs and prompts
         src = resolve(args.checkpoint, args.base)
         cfg = _settings(args, src.run_config)
         records = load_prompts(cfg["data"])
         backend.announce()
         policy = Gwen.load(src, merge=False)  # dual adapters stay switchable: one per mode
-    except (ValueError, DataError, LoadError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     judge = lambda: starting_judge(policy, start=src.start)  # noqa: E731  (as in training)
     ctx = rewards.RewardContext(judge, policy.tokenizer)
     task = rewards.build_scorer(rewards.parse_spec(cfg["task_reward"]), ctx)
@@ -209,9 +208,9 @@ def main(argv=None) -> int:
     where = str(src.path) if Path(args.checkpoint).expanduser().is_dir() else args.checkpoint
     table = report(metrics)
     if args.out:
-        head = f"# Routing evaluation of {where}\n\nSettings: {json.dumps(cfg)}"
+        head = f"# Routing evaluation of {where}\n\nSettings: {strict_json.dumps(cfg)}"
         Path(args.out).write_text(f"{head}\n\n{table}\n")
-    print(json.dumps({"checkpoint": where, **cfg, **metrics}) if args.json else table)
+    print(strict_json.dumps({"checkpoint": where, **cfg, **metrics}) if args.json else table)
     return 0
 
 

@@ -8,19 +8,19 @@ rewards, pushback, diversity, KL); this command serves rewards that need no judg
 """
 
 import argparse
-import json
-import sys
 
 import backend
 
+import errors
 import rewards
+import strict_json
 import tasks
 from evaluate import evaluate
 from gwen import Gwen
-from load_weights import MODEL_HELP, LoadError
-from prompts import DataError
+from load_weights import MODEL_HELP
 
 
+@errors.cli
 def main(argv=None) -> int:
     """CLI: evaluate --model on --task's eval file (or --data); bad input is one error line."""
     p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
@@ -32,25 +32,22 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=80, help="generation cap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the task, reward spec, data and model
         task = tasks.get(args.task)
         spec = args.reward or task.reward
         components = rewards.parse_spec(spec)
         tasks.check_rewards(task, [c.name for c in components])
         if rewards.needs_judge(components):
-            raise ValueError(
+            raise errors.UserError(
                 f"--reward {spec!r} needs a judge model: use evaluate.py for the values task"
             )
         records = task.load(args.data or task.eval_data)
         policy = Gwen.load(args.model, backend.parse_dtype(None))
         policy.system_prompt, policy.examples = task.system_prompt, task.examples
         scorer = rewards.build_scorer(components, rewards.RewardContext(records=records))
-    except (ValueError, DataError, LoadError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     out = evaluate(policy, scorer, records, limit=args.limit, max_new_tokens=args.max_new_tokens)
     out = {"model": args.model, "data": args.data or task.eval_data, **out}
-    print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
+    print(strict_json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0
 
 

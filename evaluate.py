@@ -30,16 +30,18 @@ import numpy as np
 from tqdm import tqdm
 
 import diversity
+import errors
 import eval_report
 import gold
 import kernels
 import reward_model
 import rewards
 import stats
+import strict_json
 import tasks
 from grade import Grader
 from gwen import Gwen, sequence_hidden
-from load_weights import MODEL_HELP, LoadError, resolve
+from load_weights import MODEL_HELP, resolve
 from prompts import (
     CATEGORIES,
     DataError,
@@ -537,19 +539,8 @@ HEADLINE = (
 )
 
 
-def no_nan(x):
-    """`x` with every non-finite float replaced by None (JSON has no NaN)."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: no_nan(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [no_nan(v) for v in x]
-    return x
-
-
 def to_json(result: dict) -> str:
-    return json.dumps(no_nan(result), allow_nan=False)
+    return strict_json.dumps(result)  # NaN (no figure) is null
 
 
 def grader_line(g: dict) -> str:
@@ -684,9 +675,10 @@ def default_rewards() -> list[str]:
     return [spec] if spec == "rubric" else [spec, "rubric"]
 
 
+@errors.cli
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the settings (EvalConfig, reward specs)
         cfg = EvalConfig(
             models=a.model,
             prompts=a.prompts,
@@ -704,15 +696,8 @@ def main(argv=None) -> int:
             kl=not a.no_kl,
             cache_dir=None if a.cache_dir == "none" else a.cache_dir,
         )
-    except ValueError as e:  # the settings (EvalConfig, reward specs)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        backend.announce()
-        result = evaluate_models(cfg)
-    except (DataError, LoadError, FileNotFoundError, rewards.RewardError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    backend.announce()
+    result = evaluate_models(cfg)
     if a.report:
         print(f"report: {eval_report.write(result, Path(a.report))}", file=sys.stderr)
     if a.answers_out:

@@ -4,11 +4,14 @@
 `add_flags(parser, cls)` gives each field of `cls` one `--flag-name`, default the field's
 default, typed from its annotation (bools as `--x/--no-x`). train.py's builder (config.py)
 declares its fields with `option` too but adds its flags itself: there a flag left out must stay
-absent, so the task's settings and a --config file can fill it.
+absent, so the task's settings and a --config file can fill it. `renamed(parser, old, new)` keeps
+a flag's old spelling working, hidden from --help, with one deprecation line on stderr: one
+spelling per setting across the commands (`--max-new-tokens`, `--prompts-per-step`, ...).
 """
 
 import argparse
 import dataclasses
+import sys
 from dataclasses import field
 
 
@@ -34,3 +37,27 @@ def add_flags(p: argparse.ArgumentParser, cls) -> argparse.ArgumentParser:
             flag, type=conv, default=f.default, help=f"{f.metadata['help']} (default: {f.default})"
         )
     return p
+
+
+class _Renamed(argparse.Action):
+    """An old spelling of a flag: stores into the new flag's dest, after one warning line."""
+
+    def __init__(self, option_strings, dest, new, value=None, **kw):
+        super().__init__(option_strings, dest, **kw)
+        self.new, self.value = new, value
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, self.value if self.nargs == 0 else values)
+
+
+def renamed(p: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Accept `old` as a hidden alias of `new`, a flag `p` already has (same dest, type and
+    choices; a store_true flag stays one): using it prints `warning: OLD is deprecated; use
+    NEW` to stderr."""
+    action = p._option_string_actions[new]  # argparse keeps no public index of its flags
+    p.add_argument(
+        old, action=_Renamed, new=new, dest=action.dest, default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS, type=action.type, choices=action.choices,
+        nargs=action.nargs, value=action.const if action.nargs == 0 else None,
+    )  # fmt: skip

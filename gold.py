@@ -19,6 +19,7 @@ import os
 import sys
 from collections import Counter
 
+from errors import as_user_error, cli
 from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error
 from stats import wilson
 
@@ -264,6 +265,7 @@ def _table(gold: list[dict]) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+@cli
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Check the gold set; score a grader's predictions.")
     p.add_argument("--answers", default=ANSWERS)
@@ -271,17 +273,20 @@ def main(argv=None) -> None:
     p.add_argument("--predictions", help='JSONL of {"id", "label", "pushback"} per gold answer')
     p.add_argument("--json", action="store_true", help="print JSON")
     a = p.parse_args(argv)
-    try:
+    with as_user_error(ValueError, OSError):  # the files and their lines
         gold = load_gold(a.answers, a.labels)
         if a.predictions:
+            preds = []
             with open(a.predictions, encoding="utf-8") as f:
-                preds = [json.loads(line) for line in f if line.strip()]
+                for n, line in enumerate(f, start=1):
+                    try:
+                        preds += [json.loads(line)] if line.strip() else []
+                    except json.JSONDecodeError as e:
+                        why = f"not valid JSON ({e.msg} at column {e.colno}); fix the line"
+                        raise data_error(a.predictions, [(n, why)]) from None
             out = grader_figures(gold, preds)
         else:
             out = counts(gold)
-    except (DataError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
     if a.json or a.predictions:
         print(json.dumps(out, indent=1))
     else:
@@ -293,4 +298,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -36,6 +36,7 @@ import chat_format
 import diversity
 import load_weights
 import reward_model
+from errors import as_user_error, cli
 from gold import LABELS, grader_figures
 from prompts import CATEGORIES, DataError, data_error
 from stats import figure
@@ -258,6 +259,7 @@ def summary(records: list[dict], graded: list[dict], grader: Grader) -> dict:
     return out
 
 
+@cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--answers", required=True, help="JSONL: id, category, prompt, answer")
@@ -265,13 +267,10 @@ def main(argv=None) -> int:
     p.add_argument("--grader", default=DEFAULT_GRADER, help="grader folder (train_grader.py)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    try:
+    with as_user_error(ValueError):  # the answers, labels and grader folder
         records = load_answers(a.answers)
         truth = load_truth(a.labels, records) if a.labels else None
         grader = Grader.load(a.grader)
-    except (DataError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     backend.announce()
     graded = grader.grade(records, progress=not a.json)
     result = {"records": graded, "summary": summary(records, graded, grader)}

@@ -25,6 +25,8 @@ from mlx.utils import tree_flatten
 
 import chat_format
 import cpu_ops
+import errors
+import flags
 import kernels
 import load_weights
 import sampling
@@ -166,7 +168,7 @@ class Gwen:
         an int, or one int per completion row (row b * group_size + g): then each row's draws
         depend on its own seed alone, whatever else shares the batch. With `trunk_depth` > 0 the
         sample keeps the stream after blocks [0, trunk_depth) (GroupSample.trunk)."""
-        _check_sampling(group_size, max_new_tokens, temperature, top_p)
+        check_sampling(group_size, max_new_tokens, temperature, top_p)
         prompt_tokens, prompt_pad = self.left_pad([self.chat_tokens(p) for p in prompts])
         return self.sample_tokens(
             prompt_tokens,
@@ -260,7 +262,7 @@ class Gwen:
         """Yield the decoded answer to one prompt after each new token, ending with the whole
         answer: the text `sample_group([prompt], 1, ...)` gives with the same settings and seed.
         A text that ends inside a multi-byte character waits for the token that completes it."""
-        _check_sampling(1, max_new_tokens, temperature, top_p)
+        check_sampling(1, max_new_tokens, temperature, top_p)
         tokens, pad = self.left_pad([self.chat_tokens(prompt)])
         cache, h = self.prefill(tokens, pad, tokens.shape[1] + max_new_tokens)
         W = self.model.lm_head_weight()
@@ -406,7 +408,7 @@ def frozen_depth(model) -> int:
     return len(model.layers)
 
 
-def _check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
+def check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     if max_new_tokens < 1:
@@ -417,22 +419,28 @@ def _check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
 
 
+@errors.cli
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
     p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
     p.add_argument("--group-size", type=int, default=1, help="samples per prompt")
-    p.add_argument("--max-tokens", type=int, default=128, help="max new tokens per sample")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="max new tokens per sample")
     p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
-    p.add_argument("--thinking", action="store_true", help="let a Qwen3 model think first")
+    p.add_argument("--enable-thinking", action="store_true", help="let a Qwen3 model think first")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
+    flags.renamed(p, "--thinking", "--enable-thinking")
     a = p.parse_args(argv)
+    with errors.as_user_error(ValueError):  # the flags, before the model loads
+        check_sampling(a.group_size, a.max_new_tokens, a.temperature, a.top_p)
+        dtype = backend.parse_dtype(a.dtype)
     backend.announce()
-    gwen = Gwen.load(a.model, backend.parse_dtype(a.dtype), enable_thinking=a.thinking)
+    gwen = Gwen.load(a.model, dtype, enable_thinking=a.enable_thinking)
     start = time.perf_counter()
-    s = gwen.sample_group(a.prompt, a.group_size, a.max_tokens, a.temperature, a.top_p, a.seed)
+    s = gwen.sample_group(a.prompt, a.group_size, a.max_new_tokens, a.temperature, a.top_p, a.seed)
     elapsed = time.perf_counter() - start
     for i, text in enumerate(s.texts):
         if len(s.texts) > 1:
@@ -443,4 +451,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

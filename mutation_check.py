@@ -16,7 +16,6 @@ Results and the command: knowledge/grpo.md, "Mutation checks".
 """
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import errors
+import strict_json
 
 ROOT = Path(__file__).resolve().parent
 
@@ -136,6 +138,7 @@ def run_mutation(mutation: Mutation, full: bool = False) -> dict:
         }
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", help="a mutation name (repeatable); default all")
@@ -145,11 +148,7 @@ def main(argv=None) -> int:
     names = {m.name for m in MUTATIONS}
     for name in args.only or []:
         if name not in names:
-            print(
-                f"error: --only {name!r} is not a mutation; use one of {sorted(names)}",
-                file=sys.stderr,
-            )
-            return 2
+            raise errors.UserError(f"--only {name!r} is not a mutation; use one of {sorted(names)}")
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
     results = []
     for m in chosen:
@@ -158,7 +157,7 @@ def main(argv=None) -> int:
         results.append(run_mutation(m, args.full))
     survived = [r["name"] for r in results if not r["caught"]]
     if args.json:
-        print(json.dumps({"results": results, "survived": survived}, indent=2))
+        print(strict_json.dumps({"results": results, "survived": survived}, indent=2))
     else:
         print(
             "\n| mutation | caught | pytest exit | first failing test | s |\n|---|---|---|---|---|"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from errors import UserError
+
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
 CRITERIA = ("curiosity", "nonsense", "scrutiny")
 
@@ -81,7 +83,7 @@ PUSHBACK_KINDS = {
 _MAX_REPORTED = 20
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A data file is missing, empty or malformed; `path` and `line` (1-based or None) say where."""
 
     def __init__(self, message: str, path: str | None = None, line: int | None = None):

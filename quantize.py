@@ -30,7 +30,10 @@ import numpy as np
 from mlx.utils import tree_flatten
 from tqdm import tqdm
 
+import errors
+import flags
 import reward_model
+import strict_json
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from kernels import full_kl
 from load_weights import MODEL_HELP, LoadError, resolve
@@ -170,7 +173,7 @@ def measure_policy(a, records: list[dict], out: Path) -> dict:
     )
     twin = measuring_model(quant.model)
     lp_twin = sequence_logprobs(twin, s.prompt_tokens, s.prompt_pad, s.tokens, 1, 1.0)
-    kl = answer_kl(original, twin, records, a.max_tokens, a.temperature, a.seed, a.batch)
+    kl = answer_kl(original, twin, records, a.max_new_tokens, a.temperature, a.seed, a.batch)
     return {
         "kind": "policy",
         "quantized_linears": n_quantized,
@@ -180,7 +183,7 @@ def measure_policy(a, records: list[dict], out: Path) -> dict:
         "data": a.data,
         "temperature": a.temperature,
         "seed": a.seed,
-        "max_tokens": a.max_tokens,
+        "max_tokens": a.max_new_tokens,
         "kl_model": "dequantized twin" if twin is not quant.model else "quantized",
         "twin_max_logprob_diff": float(mx.abs(lp_twin - lp).max().item()),
         "original": orig_stats,
@@ -292,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", help="float32 | float16 | bfloat16 (default: backend's)")
     p.add_argument("--data", default="data/eval.jsonl", help="held-out prompts (policy KL)")
     p.add_argument("--limit", type=int, default=32, help="prompts answered (round-robin)")
-    p.add_argument("--max-tokens", type=int, default=128, help="max tokens per answer")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="max tokens per answer")
     p.add_argument("--temperature", type=float, default=1.0, help="answer sampling (0 = greedy)")
     p.add_argument("--seed", type=int, default=0, help="answer sampling seed")
     p.add_argument("--batch", type=int, default=8, help="prompts sampled and read per batch")
@@ -305,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed-tokens", type=int, default=32, help="tokens generated when timed")
     p.add_argument("--no-measure", action="store_true", help="only write the quantized folder")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
     return p
 
 
@@ -315,7 +319,7 @@ def check_args(a) -> tuple[Path, list[dict]]:
         raise ValueError("give exactly one of --model (a policy) and --reward-model (a folder)")
     check_settings(a.bits, a.group_size)
     backend.parse_dtype(a.dtype)
-    for name in ("limit", "max_tokens", "batch", "speed_batch", "speed_tokens"):
+    for name in ("limit", "max_new_tokens", "batch", "speed_batch", "speed_tokens"):
         if getattr(a, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(a, name)}: must be >= 1")
     if not a.temperature >= 0:
@@ -387,7 +391,7 @@ def run(a, out: Path, records: list[dict]) -> dict:
         "mlx": mx.__version__,
         "seconds": time.perf_counter() - t0,
     }
-    (out / REPORT_FILE).write_text(json.dumps(report, indent=1) + "\n")
+    (out / REPORT_FILE).write_text(strict_json.dumps(report, indent=1) + "\n")
     return report
 
 
@@ -456,21 +460,15 @@ def format_table(r: dict) -> str:
     return "\n".join(lines)
 
 
+@errors.cli
 def main(argv=None) -> int:
     """The CLI: a bad input is one `error:` line and exit status 2."""
     a = build_parser().parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the flags, the data and the model reference
         out, records = check_args(a)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     backend.announce()
-    try:
-        report = run(a, out, records)
-    except (LoadError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(report) if a.json else format_table(report))
+    report = run(a, out, records)
+    print(strict_json.dumps(report) if a.json else format_table(report))
     return 0
 
 

@@ -24,8 +24,10 @@ import random
 import sys
 from pathlib import Path
 
+import errors
 import gold
 import stats
+import strict_json
 from prompts import CATEGORIES, DataError, write_jsonl
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
@@ -97,7 +99,11 @@ def sample(
 def load_key(path) -> dict[str, dict]:
     out = {}
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            why = f"not valid JSON ({e.msg}); rewrite it with `sample`"
+            raise DataError(f"{path} line {n}: {why}", path=str(path), line=n) from None
         if not isinstance(row, dict) or any(k not in row for k in KEY_FIELDS):
             raise DataError(f"{path} line {n}: needs {KEY_FIELDS}; rewrite it with `sample`")
         out[row["id"]] = row
@@ -195,9 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@errors.cli
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the files, the folders and --per-category
         if a.command == "sample":
             blind, key = sample(load_answers(a.answers), a.per_category, a.seed, a.id_prefix)
             out = Path(a.out)
@@ -221,10 +228,7 @@ def main(argv=None) -> int:
             labelled += rows
             key |= {i: {**k, "set": n} for i, k in load_key(d / "key.jsonl").items()}
         result = figures(labelled, key)
-    except (DataError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(result) if a.json else table(result))
+    print(strict_json.dumps(result) if a.json else table(result))
     return 0
 
 

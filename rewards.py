@@ -33,12 +33,13 @@ import chess_task
 import reward_model
 import rubric
 from diversity import jaccard
+from errors import UserError
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
 
 
-class RewardError(ValueError):
+class RewardError(UserError, ValueError):
     """A reward spec, file, function or model that cannot be used; the CLIs print it, exit 2."""
 
 

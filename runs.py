@@ -29,13 +29,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import errors
+import strict_json
+
 KEY_METRICS = ("reward_mean", "eval/reward", "kl_mean", "loss", "val_accuracy")
 SORT_KEYS = ("name", "time", "steps", "reward", "kl", "eval", "size")
 ROLLOUT_COLUMNS = ("step", "prompt_id", "category", "prompt", "completion", "scores", "reward")
 ROLLOUT_COLUMNS += ("advantage", "length", "finished")
 
 
-class RunsError(Exception):
+class RunsError(errors.UserError):
     """Bad input (a path, an argument, an unreadable file): printed as one `error:` line."""
 
 
@@ -207,7 +210,7 @@ def cmd_list(args) -> int:
     rows = [summarize(load_run(p)) for p in sorted(root.iterdir()) if is_run(p)]
     rows.sort(key=_sort_key(args.sort), reverse=args.reverse)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(strict_json.dumps(rows, indent=1))
         return 0
     if not rows:
         print(f"no runs in {root}")
@@ -275,7 +278,7 @@ def cmd_compare(args) -> int:
         plot_compare([a, b], list(table), Path(args.plot))
     if args.json:
         out = {"runs": [str(a.path), str(b.path)], "config_diff": diff, "metrics": table}
-        print(json.dumps(out, indent=1))
+        print(strict_json.dumps(out, indent=1))
         return 0
     print(f"A = {a.path}\nB = {b.path}\n")
     rows = [("config", "A", "B")] + [(k, repr(x), repr(y)) for k, (x, y) in diff.items()]
@@ -376,7 +379,7 @@ def cmd_rollouts(args) -> int:
     run = resolve(args.run, args.runs_dir)
     rows, matching = query_rollouts(run, args)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(strict_json.dumps(rows, indent=1))
         return 0
     for r in rows:
         reward = "-" if r["reward"] is None else f"{r['reward']:.3f}"
@@ -477,7 +480,7 @@ def cmd_prune(args) -> int:
             "deleted": deleted,
             "freed_bytes": freed if deleted else 0,
         }
-        print(json.dumps(out, indent=1))
+        print(strict_json.dumps(out, indent=1))
     elif not doomed:
         print("nothing to delete")
     elif deleted:
@@ -549,13 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@errors.cli
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        return args.func(args)
-    except RunsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)  # a bad argument is a RunsError (_Parser)
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,12 @@ from tqdm import tqdm
 
 import chat_format
 import checkpoint
+import errors
 import flags
 import kernels
 import lora
 import runlog
+import strict_json
 from load_weights import LoadError, load
 from prompts import CATEGORIES, DataError, load_sft
 
@@ -400,7 +402,7 @@ def fit(run: SFTRun) -> dict:
         "counts": run.counts,
         "history": history,
     }
-    (run.run_dir / "sft.json").write_text(json.dumps(summary, indent=1))
+    (run.run_dir / "sft.json").write_text(strict_json.dumps(summary, indent=1))
     return summary
 
 
@@ -411,22 +413,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@errors.cli
 def main(argv=None) -> int:
     """The CLI: a bad setting, data file or model path is one `error:` line and exit 2."""
     args = vars(build_parser().parse_args(argv))
     as_json = args.pop("json")
-    try:
+    with errors.as_user_error(ValueError):  # SFTConfig's checks
         cfg = SFTConfig(**args)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        summary = train(cfg)
-    except (DataError, LoadError, FileNotFoundError, FileExistsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    summary = train(cfg)
     if as_json:
-        print(json.dumps(summary, indent=1))
+        print(strict_json.dumps(summary, indent=1))
     else:
         print(
             f"saved {summary['checkpoint']}: validation loss {summary['base_val_loss']:.3f} "

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+import errors
 import eval_routing
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from runlog import MetricsLog
@@ -49,7 +50,7 @@ MODE_KEYS = (
 )
 
 
-class SweepError(ValueError):
+class SweepError(errors.UserError, ValueError):
     """A grid, value or flag the sweep cannot run; printed as one `error:` line, exit 2."""
 
 
@@ -389,6 +390,7 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
     return written
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -402,16 +404,12 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the planned runs and exit")
     p.add_argument("--summary-only", action="store_true", help="summarize, run nothing")
     args, passthrough = p.parse_known_args(argv)
-    try:
-        if args.jobs < 1 or args.window < 1:
-            raise SweepError("--jobs and --window must be >= 1")
-        grid = parse_assignments(args.grid, "--grid", multi=True)
-        fixed = {k: v[0] for k, v in parse_assignments(args.fixed, "--fixed", False).items()}
-        out_dir = Path(args.out_dir)
-        runs = plan(grid, fixed, passthrough, out_dir)
-    except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if args.jobs < 1 or args.window < 1:
+        raise SweepError("--jobs and --window must be >= 1")
+    grid = parse_assignments(args.grid, "--grid", multi=True)
+    fixed = {k: v[0] for k, v in parse_assignments(args.fixed, "--fixed", False).items()}
+    out_dir = Path(args.out_dir)
+    runs = plan(grid, fixed, passthrough, out_dir)  # every run checked: SweepError before any
     if args.dry_run:
         for r in runs:
             print(f"{r.name} [{r.status}]: python train.py {' '.join(r.argv)}")

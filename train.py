@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 import checkpoint
 import distributed
+import errors
 import eval_routing
 import evaluate
 import grpo
@@ -40,10 +41,10 @@ import routing
 import runlog
 import tasks
 import tblog
-from config import ConfigError, TrainConfig, build_parser, resolve_config
+from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
 from gwen import GroupSample, Gwen
 from load_weights import LoadError
-from prompts import DataError, PromptStream
+from prompts import PromptStream
 from reference import Reference, default_judge, trunk_depth
 
 
@@ -374,28 +375,17 @@ def run(
     return run_dir
 
 
+@errors.cli
 def main(argv=None) -> int:
-    """The CLI: a bad input (config, data file, model path, missing checkpoint) is one message
-    and exit status 2, not a traceback."""
+    """The CLI: a bad input (config, data file, model path, missing checkpoint) is one `error:`
+    line and exit status 2, not a traceback (errors.cli); Ctrl-C checkpoints (run)."""
     args = build_parser().parse_args(argv)
-    try:
-        if args.plot:
-            for path in runlog.plot_run(Path(args.plot)):
-                print(path)
-            return 0
-        cfg = resolve_config(args)
-        run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
-    except (
-        ConfigError,
-        DataError,
-        LoadError,
-        FileNotFoundError,
-        FileExistsError,
-        rewards.RewardError,
-        distributed.LaunchError,
-    ) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if args.plot:
+        for path in runlog.plot_run(Path(args.plot)):
+            print(path)
+        return 0
+    cfg = resolve_config(args)
+    run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
     return 0
 
 

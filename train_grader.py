@@ -34,6 +34,7 @@ import backend
 import numpy as np
 from tqdm import tqdm
 
+import errors
 import gold
 import prompts as prompts_mod
 import reward_model
@@ -258,6 +259,7 @@ def figures(records, probs) -> dict:
     return out
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=DEFAULT_GRADER, help="grader folder to write")
@@ -273,11 +275,8 @@ def main(argv=None) -> int:
     p.add_argument("--policy-repeat", type=int, default=3,
                    help="--write-labels: copies of each sampled policy answer in training")
     a = p.parse_args(argv)
-    try:
+    with errors.as_user_error(ValueError):  # the data files
         data = build_data(a.seed, with_warm=bool(a.write_labels))
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if a.write_labels:
         rows = classifier_labels(data, a.policy_repeat)
         prompts_mod.write_jsonl(rows, a.write_labels)

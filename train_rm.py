@@ -44,6 +44,7 @@ from tqdm import tqdm
 import broken_text
 import checkpoint
 import distributed
+import errors
 import flags
 import reward_model
 import runlog
@@ -485,20 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@errors.cli
 def main(argv=None) -> int:
     """The CLI: a bad setting, pairs file or model path is one `error:` line and exit 2."""
     args = vars(build_parser().parse_args(argv))
     resume = args.pop("resume")
-    try:
+    with errors.as_user_error(ValueError):  # RMTrainConfig's checks
         cfg = RMTrainConfig(**args)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        train(cfg, resume=resume)
-    except (DataError, LoadError, FileNotFoundError, distributed.LaunchError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    train(cfg, resume=resume)
     return 0
 
 

@@ -36,7 +36,7 @@ def server(tmp_path_factory):
     """chat.py on a free local port, greedy, 24 new tokens; yields (url, process, log path)."""
     port = free_port()
     log = tmp_path_factory.mktemp("chat") / "server.log"
-    cmd = [sys.executable, "chat.py", "--port", str(port), "--max-tokens", "24"]
+    cmd = [sys.executable, "chat.py", "--port", str(port), "--max-new-tokens", "24"]
     cmd += ["--temperature", "0", "--model", "smollm2-135m", "--model", "smollm2-135m"]
     with open(log, "w") as out:
         # A shell that starts pytest in the background (`cmd &`) hands it SIGINT ignored, and

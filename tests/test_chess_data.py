@@ -77,7 +77,7 @@ def test_generator_excludes_positions_of_other_files(tmp_path, no_stockfish):
 def test_generator_without_stockfish_says_how_to_install(tmp_path, no_stockfish, capsys):
     out = tmp_path / "p.jsonl"
     assert generate("--out", out, "--n", 2, "--seed", 0) == 2
-    assert capsys.readouterr().err == cd.STOCKFISH_MISSING + "\n"
+    assert capsys.readouterr().err == f"error: {cd.STOCKFISH_MISSING}\n"
     assert not out.exists()
 
 

@@ -290,7 +290,7 @@ def test_cli_policy_report(wide, tmp_path, capsys):
         str(out),
         "--limit",
         "3",
-        "--max-tokens",
+        "--max-new-tokens",
         "4",
         "--batch",
         "2",

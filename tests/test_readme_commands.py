@@ -116,7 +116,7 @@ CASES = {
     ),
     "uv run pytest": Case(skip="the suite itself: this test runs inside it"),
     'uv run python gwen.py --model smollm2-135m --prompt "What is the capital of France?" '
-    "--temperature 0 --max-tokens 32": Case(check=out_has("Paris")),
+    "--temperature 0 --max-new-tokens 32": Case(check=out_has("Paris")),
     "uv run python chat.py --model smollm2-135m --model runs/<name>": Case(
         sub=MAIN_RUN, needs=(MAIN,), server=True
     ),
@@ -232,21 +232,21 @@ CASES = {
         sub={" ...": " --lora-rank 8 --forget-rank 8 --hack-detectors happy_spam --dry-run"},
         check=out_has("seed2"),
     ),
-    "uv run python bench_rollout.py --model smollm2-135m --prompts 8 --group-size 8 "
-    "--max-tokens 64": Case(
+    "uv run python bench_rollout.py --model smollm2-135m --prompts-per-step 8 --group-size 8 "
+    "--max-new-tokens 64": Case(
         sub={
-            "--prompts 8 --group-size 8 --max-tokens 64": "--prompts 1 --group-size 2 "
-            "--max-tokens 4"
+            "--prompts-per-step 8 --group-size 8 --max-new-tokens 64": "--prompts-per-step 1 "
+            "--group-size 2 --max-new-tokens 4"
         },
         add="--trials 1 --json",
         check=last_json(),
     ),  # fmt: skip
     "uv run python bench_train.py --model smollm2-135m --reward happy": Case(
-        add="--steps 2 --prompts 1 --group-size 2 --max-tokens 4 --json",
+        add="--steps 2 --prompts-per-step 1 --group-size 2 --max-new-tokens 4 --json",
         check=last_json("median_step_s", "reference_s"),
     ),  # fmt: skip
     "uv run python bench_train.py --config recipes/values_smollm2.json --ab --json": Case(
-        add="--steps 2 --rounds 1 --prompts 1 --group-size 2 --max-tokens 4",
+        add="--steps 2 --rounds 1 --prompts-per-step 1 --group-size 2 --max-new-tokens 4",
         check=last_json("median_step_s", "unoptimized_median_step_s", "step_ratio"),
     ),
     "uv run python grade.py --answers data/gold/answers.jsonl "
@@ -258,7 +258,8 @@ CASES = {
         add="--limit 2 --speed-items 2 --group-size 2 --trials 1", check=out_has("rubric")
     ),
     "uv run python quantize.py --model smollm2-135m --bits 8 --json": Case(
-        add="--limit 1 --max-tokens 4 --speed-batch 1 --speed-tokens 2", check=last_json("bits")
+        add="--limit 1 --max-new-tokens 4 --speed-batch 1 --speed-tokens 2",
+        check=last_json("bits"),
     ),
     "uv run python quantize.py --reward-model models/rm --bits 8 --pairs data/rm_pairs.jsonl "
     "--split test": Case(
@@ -277,7 +278,7 @@ CASES = {
         skip="needs a hostfile of machines reachable over ssh with this checkout at that path"
     ),
     "uv run python bench_distributed.py --ranks 2": Case(
-        add="--prompts 2 --group-size 2 --max-tokens 4 --steps 2 --trials 1 --json",
+        add="--prompts-per-step 2 --group-size 2 --max-new-tokens 4 --steps 2 --trials 1 --json",
         check=last_json(),
     ),  # fmt: skip
 }

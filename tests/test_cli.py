@@ -1,0 +1,297 @@
+"""One CLI convention across every command (errors.py, flags.renamed, strict_json).
+
+For each entry point (a root module with `if __name__ == "__main__"`), in process through its
+`main(argv)`: --help exits 0; a missing input file, a bad flag value and (for a command that
+reads JSONL) a malformed line each give exit status 2 and exactly one `error:` line on stderr,
+no traceback, the malformed line named by file and line number. Every case stops before a model
+is loaded, so the file runs in seconds. ENTRY_POINTS must list every entry point: a new command
+gets its cases here. Then the pieces: the wrapper, the old-flag aliases, strict JSON, and
+evaluate.py on a broken checkpoint.
+"""
+
+import json
+import math
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import QWEN3, save_checkpoint, tiny_model
+
+import errors
+import flags
+import strict_json
+from prompts import DataError
+
+ROOT = Path(__file__).resolve().parent.parent
+MISSING = "MISSING"  # replaced by a path that does not exist
+BAD = "BAD"  # replaced by a JSONL file whose line 1 is fine and line 2 is malformed
+OUT = "OUT"  # replaced by a fresh output path
+PORT = "PORT"  # replaced by a free local port (chat.py checks its port first)
+EVAL = "--pushback-model none --grader none --no-kl --reward happy".split()
+
+# name -> (argv with a missing input file or None, argv with a bad flag value,
+#          (argv with a malformed JSONL file, the file line 1 is copied from) or None)
+ENTRY_POINTS = {
+    "bench_distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
+    "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
+                    (["--pairs", BAD], "data/rm_pairs.jsonl")),
+    "bench_learning": (["--run-dir", MISSING], ["--steps", "0"],
+                       (["--run-dir", BAD], '{"step": 1, "reward_mean": 0.5}')),
+    "bench_logprobs": (None, ["--trials", "2"], None),
+    "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
+    "bench_train": (["--config", MISSING], ["--steps", "1"], None),
+    "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
+    "chess_data": (
+        ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", MISSING],
+        ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "Q"],
+        (["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", BAD],
+         "data/chess/test.jsonl"),
+    ),
+    "eval_routing": (["smollm2-135m", "--data", MISSING, "--task-reward", "happy"],
+                     ["smollm2-135m", "--task-reward", "joy"],
+                     (["smollm2-135m", "--data", BAD, "--task-reward", "happy"],
+                      "data/eval.jsonl")),
+    "eval_task": (["--data", MISSING], ["--task", "go"],
+                  (["--data", BAD], "data/chess/test.jsonl")),
+    "evaluate": (["--model", "smollm2-135m", "--prompts", MISSING, *EVAL],
+                 ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--samples", "0",
+                  *EVAL],
+                 (["--model", "smollm2-135m", "--prompts", BAD, *EVAL], "data/eval.jsonl")),
+    "gold": (["--answers", MISSING], ["--json=yes"],
+             (["--predictions", BAD], '{"id": "gold-0001", "label": "answers", "pushback": 0}')),
+    "grade": (["--answers", MISSING], ["--answers", "data/gold/answers.jsonl", "--grader", OUT],
+              (["--answers", BAD], "data/gold/answers.jsonl")),
+    "gwen": (["--model", MISSING, "--prompt", "hi"], ["--prompt", "hi", "--top-p", "0"], None),
+    "mutation_check": (None, ["--only", "nope"], None),
+    "quantize": (["--model", MISSING], ["--model", "smollm2-135m", "--bits", "3"],
+                 (["--model", "smollm2-135m", "--data", BAD], "data/eval.jsonl")),
+    "read_set": (["figures", "--dir", MISSING], ["sample", "--answers", "x", "--out", OUT,
+                                                 "--per-category", "many"],
+                 (["sample", "--answers", BAD, "--out", OUT],
+                  '{"model": "m", "id": "p1", "category": "control", "prompt": "q", '
+                  '"sample": 0, "answer": "a"}')),
+    "runs": (["compare", MISSING, MISSING], ["list", "--sort", "nope"],
+             (["rollouts", BAD], '{"step": 1, "reward_mean": 0.5}')),
+    "sft": (["--data", MISSING], ["--val-fraction", "1.5"],
+            (["--data", BAD, "--out-dir", OUT], "data/sft/written.jsonl")),
+    "sweep": (None, ["--jobs", "0"], None),
+    "train": (["--config", MISSING], ["--group-size", "0"],
+              (["--data", BAD, "--out-dir", OUT], "data/eval.jsonl")),
+    "train_grader": (None, ["--steps", "many"], None),
+    "train_rm": (["--pairs", MISSING], ["--steps", "0"],
+                 (["--pairs", BAD], "data/rm_pairs.jsonl")),
+}  # fmt: skip
+RUN_FOLDER = {"bench_learning", "runs"}  # BAD is a run folder holding the bad metrics.jsonl
+
+
+def entry_points() -> list[str]:
+    return sorted(
+        p.stem for p in ROOT.glob("*.py") if 'if __name__ == "__main__":' in p.read_text()
+    )
+
+
+def test_every_entry_point_has_cases():
+    assert entry_points() == sorted(ENTRY_POINTS)
+
+
+def call(name: str, argv: list[str], capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `main(argv)` in this process; argparse's exits too."""
+    module = __import__(name)
+    try:
+        code = module.main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code or 0, out, err
+
+
+def assert_one_error_line(code, err) -> str:
+    lines = [x for x in err.splitlines() if x.startswith("error: ") or ": error: " in x]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err[-2000:])
+    return lines[0]
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def fill(argv: list[str], tmp_path: Path, bad: Path | None = None) -> list[str]:
+    subs = {MISSING: str(tmp_path / "missing.jsonl"), OUT: str(tmp_path / "out"), BAD: str(bad)}
+    subs[PORT] = free_port() if PORT in argv else ""
+    return [subs.get(a, a) for a in argv]
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_help_exits_0(name, capsys):
+    code, out, _ = call(name, ["--help"], capsys)
+    assert code == 0 and "usage:" in out
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_main_is_wrapped_and_its_status_is_the_exit_status(name):
+    module = __import__(name)
+    assert module.main.__code__ is errors.cli(len).__code__, f"{name}.main lacks @errors.cli"
+    tail = (ROOT / f"{name}.py").read_text().split('if __name__ == "__main__":')[1]
+    assert tail.strip() in ("sys.exit(main())", "raise SystemExit(main())"), tail
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in ENTRY_POINTS.items() if c[0]))
+def test_missing_input_file_is_one_error_line_exit_2(name, tmp_path, capsys):
+    code, _, err = call(name, fill(ENTRY_POINTS[name][0], tmp_path), capsys)
+    line = assert_one_error_line(code, err)
+    assert "missing" in line, line
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_bad_flag_value_exits_2(name, tmp_path, capsys):
+    code, _, err = call(name, fill(ENTRY_POINTS[name][1], tmp_path), capsys)
+    assert_one_error_line(code, err)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in ENTRY_POINTS.items() if c[2]))
+def test_malformed_jsonl_line_is_named(name, tmp_path, capsys):
+    argv, first = ENTRY_POINTS[name][2]
+    if not first.startswith("{"):
+        first = (ROOT / first).read_text().splitlines()[0]
+    bad = tmp_path / "bad.jsonl"
+    if name in RUN_FOLDER:
+        bad = tmp_path / "run"
+        bad.mkdir()
+        path = bad / "metrics.jsonl"
+    else:
+        path = bad
+    path.write_text(first + '\n{"id": "oops", \n{"step": 3}\n')
+    code, _, err = call(name, fill(argv, tmp_path, bad), capsys)
+    line = assert_one_error_line(code, err)
+    assert re.search(re.escape(str(path)) + r"( line |:)2\b", line), line
+
+
+def test_the_exit_status_reaches_the_shell(tmp_path):
+    """Through `python X.py`: exit 2, one error line, no traceback (runs.py: starts without MLX)."""
+    cmd = [sys.executable, "runs.py", "compare", str(tmp_path / "a"), str(tmp_path / "b")]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: ")
+
+
+# ---------------------------------------------------------------------------------- the pieces
+
+
+def test_cli_turns_user_errors_into_one_line_and_2(capsys):
+    def main(exc):
+        if exc:
+            raise exc
+        return 7
+
+    wrapped = errors.cli(main)
+    assert wrapped(None) == 7
+    assert wrapped(DataError("f.jsonl line 3: bad\n  details")) == 2
+    assert capsys.readouterr().err == "error: f.jsonl line 3: bad details\n"
+    assert wrapped(FileNotFoundError(2, "No such file or directory", "x.json")) == 2
+    assert "x.json" in capsys.readouterr().err
+    for passes in (ValueError("a bug"), KeyboardInterrupt(), SystemExit(2)):
+        with pytest.raises(type(passes)):
+            wrapped(passes)
+
+
+def test_as_user_error_marks_only_its_block():
+    with pytest.raises(errors.UserError, match="^bad value$"):
+        with errors.as_user_error(ValueError):
+            raise ValueError("bad value")
+    data = DataError("f line 1: x", path="f", line=1)
+    with pytest.raises(DataError) as info, errors.as_user_error(ValueError):
+        raise data
+    assert info.value is data  # a user error already: unchanged, path and line kept
+    with pytest.raises(KeyError), errors.as_user_error(ValueError):
+        raise KeyError("a bug")
+
+
+def test_every_user_error_class_derives_from_user_error():
+    import chess_data
+    import config
+    import distributed
+    import load_weights
+    import rewards
+    import runs
+    import sweep
+
+    for cls, other in [
+        (DataError, ValueError), (rewards.RewardError, ValueError),
+        (load_weights.LoadError, RuntimeError), (config.ConfigError, ValueError),
+        (distributed.LaunchError, ValueError), (runs.RunsError, Exception),
+        (sweep.SweepError, ValueError), (chess_data.StockfishNotFound, RuntimeError),
+    ]:  # fmt: skip
+        assert issubclass(cls, errors.UserError) and issubclass(cls, other), cls
+
+
+def test_renamed_flag_is_a_hidden_alias_that_warns(capsys):
+    import gwen
+
+    p = __import__("argparse").ArgumentParser()
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--enable-thinking", action="store_true")
+    flags.renamed(p, "--max-tokens", "--max-new-tokens")
+    flags.renamed(p, "--thinking", "--enable-thinking")
+    assert vars(p.parse_args([])) == {"max_new_tokens": 64, "enable_thinking": False}
+    assert capsys.readouterr().err == ""
+    a = p.parse_args(["--max-tokens", "5", "--thinking"])
+    assert (a.max_new_tokens, a.enable_thinking) == (5, True)
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: --max-tokens is deprecated; use --max-new-tokens",
+        "warning: --thinking is deprecated; use --enable-thinking",
+    ]
+    assert "--max-tokens" not in p.format_help()
+    with pytest.raises(SystemExit):
+        p.parse_args(["--max-tokens", "many"])  # typed like the new flag
+    assert "invalid int value: 'many'" in capsys.readouterr().err
+    assert gwen.main(["--max-tokens", "0", "--prompt", "x"]) == 2  # the commands have them
+    assert capsys.readouterr().err.startswith("warning: --max-tokens is deprecated")
+
+
+def test_strict_json_writes_null_for_non_finite():
+    obj = {"a": float("nan"), "b": [1.0, float("inf"), (-math.inf, 2)], "c": np.float32("nan"),
+           "d": np.int64(3), "e": {"f": np.float64(0.5)}, "g": "NaN"}  # fmt: skip
+    text = strict_json.dumps(obj)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}")) == {
+        "a": None, "b": [1.0, None, [None, 2]], "c": None, "d": 3, "e": {"f": 0.5}, "g": "NaN"
+    }  # fmt: skip
+    assert strict_json.finite([float("nan")]) == [None]
+
+
+def test_evaluate_json_has_no_bare_nan():
+    import evaluate
+
+    assert "NaN" not in evaluate.to_json({"self_similarity": float("nan")})
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt") / "good"
+    save_checkpoint(tiny_model(QWEN3), QWEN3, path)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no_tokenizer", "no_weights", "bad_config"])
+def test_evaluate_on_a_broken_checkpoint_is_one_error_line(damage, checkpoint, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / damage
+    shutil.copytree(checkpoint, broken)
+    weights = broken / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "no_tokenizer":
+        (broken / "tokenizer.json").unlink()
+    elif damage == "no_weights":
+        weights.unlink()
+    else:
+        (broken / "config.json").write_text("{")
+    argv = ["--model", str(broken), "--prompts", "data/eval.jsonl", "--limit", "1", *EVAL]
+    code, _, err = call("evaluate", argv, capsys)
+    line = assert_one_error_line(code, err)
+    assert str(broken) in line, line
