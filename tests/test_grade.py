@@ -87,6 +87,22 @@ def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys,
         0, 2)  # fmt: skip
 
 
+def test_limit_grades_a_round_robin_subset_in_input_order(grader, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: grader))
+    answers = tmp_path / "a.jsonl"
+    answers.write_text("".join(json.dumps(r) + "\n" for r in records()))
+    assert grade.main(["--answers", str(answers), "--json", "--limit", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # round-robin over the sorted categories (control, false_premise, nonsense): each one's
+    # first record, printed in file order
+    assert [g["id"] for g in out["records"]] == ["r0", "r2", "r3"]
+    assert out["summary"]["n"] == 3
+    with pytest.raises(SystemExit) as e:  # argparse's own exit 2
+        grade.main(["--answers", str(answers), "--limit", "0"])
+    assert e.value.code == 2
+    assert "--limit must be at least 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("line", "needle"),
     [

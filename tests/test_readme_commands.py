@@ -250,7 +250,9 @@ CASES = {
         check=last_json("median_step_s", "unoptimized_median_step_s", "step_ratio"),
     ),
     "uv run python grade.py --answers data/gold/answers.jsonl "
-    "--labels data/gold/labels.jsonl": Case(check=out_has("false_premise_correction_recall")),
+    "--labels data/gold/labels.jsonl": Case(
+        add="--limit 24", check=out_has("false_premise_correction_recall")
+    ),
     "uv run python bench_logprobs.py": Case(
         add="--vocab 8192 --dim 128 --rows 64 --no-qwen --trials 3 --json", check=last_json()
     ),
@@ -264,7 +266,7 @@ CASES = {
     "uv run python quantize.py --reward-model models/rm --bits 8 --pairs data/rm_pairs.jsonl "
     "--split test": Case(
         sub={"models/rm": "models/my-rm"},
-        add="--pair-limit 2 --speed-batch 1",
+        add="--pair-limit 1 --speed-batch 1",
         needs=(RM,),
         check=run_file("models/my-rm-q8/rm_config.json"),
     ),  # fmt: skip
