@@ -67,6 +67,7 @@ KIND_LABEL = {
     "decoy_words": "answers",
     "echo": "answers",
 }
+SAMPLED = ("policy", "policy_warm", "policy_flags")  # the policies' own answers, read and labelled
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 
@@ -161,6 +162,30 @@ def warm_policy_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
+def flag_answers() -> list[dict]:
+    """data/grader/flag_answers*.jsonl: answers of the base and the SFT warm start sampled with a
+    scrutiny system message on fresh training prompts (false-premise, nonsense, control; then
+    nonsense only), so that corrections, nonsense flags and needless pushback appear in the
+    policies' own words; labelled by reading (flag_labels*.jsonl). The system message is not
+    shown to the grader (it reads prompt and answer). A third of each file's prompts (seeded)
+    validate."""
+    out = []
+    for suffix, seed in (("", 15), ("2", 16)):
+        answers = ROOT / "data" / "grader" / f"flag_answers{suffix}.jsonl"
+        labels = ROOT / "data" / "grader" / f"flag_labels{suffix}.jsonl"
+        if not labels.is_file():
+            continue
+        lab = {r["id"]: r for r in map(json.loads, labels.open())}
+        rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+        if len(rows) != len(lab):
+            raise ValueError(f"{labels}: {len(lab) - len(rows)} labels name no answer in {answers}")
+        prompts = sorted({r["prompt_id"] for r in rows})
+        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+        out += [rec("policy_flags", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    return out
+
+
 def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
     """The pushback classifier's file (train_rm.py --labels, gold scheme): every training record,
     the policies' own labelled answers repeated `policy_repeat` times (they are the text the
@@ -172,10 +197,10 @@ def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
                 "answer": r["answer"], "pushback": r["pushback"], "label": r["label"],
                 "split": r["split"], "source": r["source"]}  # fmt: skip
         if r["split"] != "train":
-            if r["source"] in ("policy", "policy_warm", "written_grader"):
+            if r["source"] in ("policy", "policy_warm", "policy_flags", "written_grader"):
                 out.append(base)
             continue
-        copies = policy_repeat if r["source"] in ("policy", "policy_warm") else 1
+        copies = policy_repeat if r["source"] in SAMPLED else 1
         out += [{**base, "id": f"{base['id']}-{k}"} for k in range(copies)]
     return out
 
@@ -194,7 +219,7 @@ def written_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
-def build_data(seed: int = 0, with_warm: bool = False) -> list[dict]:
+def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False) -> list[dict]:
     rng = random.Random(seed)
     data = []
     for r in load_pushback_labels(ROOT / "data" / "pushback_labels.jsonl"):
@@ -209,6 +234,8 @@ def build_data(seed: int = 0, with_warm: bool = False) -> list[dict]:
     data += written_answers()
     if with_warm:
         data += warm_policy_answers()
+    if with_flags:
+        data += flag_answers()
     banned = eval_prompts()
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
@@ -274,9 +301,14 @@ def main(argv=None) -> int:
                    "training file (train_rm.py --labels FILE) and stop")  # fmt: skip
     p.add_argument("--policy-repeat", type=int, default=3,
                    help="--write-labels: copies of each sampled policy answer in training")
+    p.add_argument("--head-from", metavar="DIR",
+                   help="keep the label head (grader.npz) of this grader folder instead of "
+                   "fitting one: only the validation answers are read (the fourth version "
+                   "kept the third's head and changed the classifier)")  # fmt: skip
     a = p.parse_args(argv)
+    sampled = bool(a.write_labels or a.head_from)  # the read policy answers since the third version
     with errors.as_user_error(ValueError):  # the data files
-        data = build_data(a.seed, with_warm=bool(a.write_labels))
+        data = build_data(a.seed, with_warm=sampled, with_flags=sampled)
     if a.write_labels:
         rows = classifier_labels(data, a.policy_repeat)
         prompts_mod.write_jsonl(rows, a.write_labels)
@@ -285,16 +317,24 @@ def main(argv=None) -> int:
               f"{_count(data, False)} held out", file=sys.stderr)  # fmt: skip
         return 0
     backend.announce()
-    x = features(data, Featurizer())
-    y = np.array([LABEL_NAMES.index(r["label"]) for r in data])
     tr = np.array([r["split"] == "train" for r in data])
-    mean, std = x[tr].mean(axis=0), x[tr].std(axis=0) + 1e-6
-    z = (x - mean) / std
-    counts = np.bincount(y[tr], minlength=len(LABEL_NAMES)).astype(float)
-    # class-balanced: a label's weight is inverse to its count, capped at 10x the commonest's
-    w_class = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
-    w_class = np.minimum(w_class / w_class[counts > 0].min(), 10.0)
-    W, b = fit(z[tr], y[tr], w_class[y[tr]], a.l2, a.steps, seed=a.seed)
+    if a.head_from:
+        with errors.as_user_error(FileNotFoundError, KeyError):
+            npz = np.load(Path(a.head_from) / "grader.npz")
+            W, b, mean, std = (npz[k] for k in ("W", "b", "mean", "std"))
+        val_idx = np.flatnonzero(~tr)
+        z = np.zeros((len(data), len(mean)))
+        z[val_idx] = (features([data[i] for i in val_idx], Featurizer()) - mean) / std
+    else:
+        x = features(data, Featurizer())
+        y = np.array([LABEL_NAMES.index(r["label"]) for r in data])
+        mean, std = x[tr].mean(axis=0), x[tr].std(axis=0) + 1e-6
+        z = (x - mean) / std
+        counts = np.bincount(y[tr], minlength=len(LABEL_NAMES)).astype(float)
+        # class-balanced: a label's weight is inverse to its count, capped at 10x the commonest's
+        w_class = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
+        w_class = np.minimum(w_class / w_class[counts > 0].min(), 10.0)
+        W, b = fit(z[tr], y[tr], w_class[y[tr]], a.l2, a.steps, seed=a.seed)
     probs = softmax(z @ W + b)
     val = [r for r, t in zip(data, tr, strict=True) if not t]
     classifier = None
@@ -324,6 +364,7 @@ def main(argv=None) -> int:
               "feature_blocks": list(FEATURE_BLOCKS), "max_prompt_tokens": MAX_PROMPT_TOKENS,
               "max_answer_tokens": MAX_ANSWER_TOKENS,
               "steps": a.steps, "seed": a.seed, "data_sha256": _sha(data),
+              "head_from": a.head_from,
               "pushback_model": "pushback" if classifier is not None else None}  # fmt: skip
     (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")

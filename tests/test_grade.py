@@ -174,3 +174,32 @@ def test_a_grader_folder_naming_a_missing_classifier_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps({**config, "pushback_model": "missing"}))
     with pytest.raises(FileNotFoundError, match="pushback classifier"):
         grade.Grader.load(str(folder))
+
+
+def test_flag_answers_split_by_prompt_and_repeat_in_the_classifiers_file():
+    import train_grader
+
+    rows = train_grader.flag_answers()
+    assert rows and {r["source"] for r in rows} == {"policy_flags"}
+    train_p = {r["prompt"] for r in rows if r["split"] == "train"}
+    val_p = {r["prompt"] for r in rows if r["split"] == "val"}
+    assert train_p and val_p and not train_p & val_p
+    assert any(r["label"] == "flags_nonsense" for r in rows)  # what the file is for
+    out = train_grader.classifier_labels(rows, policy_repeat=3)
+    n_train = sum(r["split"] == "train" for r in rows)
+    assert sum(r["split"] == "train" for r in out) == 3 * n_train  # sampled: repeated
+    assert sum(r["split"] == "val" for r in out) == len(rows) - n_train  # validation: once
+
+
+def test_flag_labels_naming_no_answer_are_refused(tmp_path, monkeypatch):
+    import train_grader
+
+    grader_dir = tmp_path / "data" / "grader"
+    grader_dir.mkdir(parents=True)
+    answer = {"id": "f-0", "prompt_id": "p0", "category": "nonsense", "prompt": "p", "answer": "a"}
+    (grader_dir / "flag_answers.jsonl").write_text(json.dumps(answer) + "\n")
+    labels = [{"id": i, "label": "answers", "pushback": False} for i in ("f-0", "f-9")]
+    (grader_dir / "flag_labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    monkeypatch.setattr(train_grader, "ROOT", tmp_path)
+    with pytest.raises(ValueError, match="1 labels name no answer"):
+        train_grader.flag_answers()
