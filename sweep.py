@@ -212,11 +212,25 @@ def _mean(values) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def read_metrics(run_dir: Path) -> list[dict]:
+    """A run's metrics.jsonl rows ([] before its first step); a line that is not JSON is a
+    SweepError naming the file, the line and the fix (summaries never trace back)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    try:
+        return MetricsLog.read(path)
+    except ValueError as e:
+        raise SweepError(
+            f"{e}; a run stopped mid-write leaves a partial last line: delete that line (or "
+            f"the run folder to redo it) and rerun with --summary-only"
+        ) from e
+
+
 def summarize_run(run_dir: Path, window: int = 5) -> dict:
     """Last-`window`-steps means of the reward and hack rate, and the last routing evaluation
     (`<mode>/<key>` for the MODE_KEYS of every mode present)."""
-    path = run_dir / "metrics.jsonl"
-    rows = MetricsLog.read(path) if path.exists() else []
+    rows = read_metrics(run_dir)
     out = {"steps": rows[-1]["step"] if rows else 0}
     last = rows[-window:]
     out["reward"] = _mean(r.get("reward_mean") for r in last)
@@ -290,8 +304,7 @@ def _groups(runs: list[Planned], varied: list[str]) -> dict[str, list[Planned]]:
 
 
 def _last_eval(run_dir: Path) -> dict:
-    path = run_dir / "metrics.jsonl"
-    rows = MetricsLog.read(path) if path.exists() else []
+    rows = read_metrics(run_dir)
     evals = [r for r in rows if any(k.startswith("routing/") for k in r)]
     return evals[-1] if evals else {}
 
@@ -365,11 +378,7 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
     fig = Figure(figsize=(7, 6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     for g, members in groups.items():
-        logs = [
-            MetricsLog.read(r.run_dir / "metrics.jsonl")
-            for r in members
-            if (r.run_dir / "metrics.jsonl").exists()
-        ]
+        logs = [read_metrics(r.run_dir) for r in members if (r.run_dir / "metrics.jsonl").exists()]
         cfg = json.loads((members[0].run_dir / "config.json").read_text()) if logs else {}
         task_key = f"reward/{cfg.get('task_reward')}"
         n = min((len(rows) for rows in logs), default=0)

@@ -140,3 +140,15 @@ def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys)
 def _dry(argv, capsys) -> str:
     assert sweep.main([*argv, "--dry-run"]) == 0
     return capsys.readouterr().out
+
+
+def test_summary_of_a_run_with_a_partial_metrics_line_is_one_error_line(tmp_path, capsys):
+    run = tmp_path / "sw" / "seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.5}\n{"step": 2, "rew\n')
+    argv = ["--grid", "seed=0", "--fixed", "steps=3", "--out-dir", str(tmp_path / "sw"),
+            "--summary-only", "--reward", "happy"]  # fmt: skip
+    assert sweep.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "metrics.jsonl:2 is not valid JSON" in err and "delete that line" in err, err
