@@ -397,6 +397,26 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
     return out
 
 
+def grader_in_reward(source, grader_path: str) -> str | None:
+    """Why `source` (a resolved --model) is not independent of the grader, or None: a training
+    checkpoint whose run's reward config has a `stance` component whose detector is the grader's
+    own pushback classifier (issue 20: the grader that evaluates a run is never its reward). A
+    run whose reward config file is gone cannot be checked: that is said too."""
+    path = (source.run_config or {}).get("reward_config")
+    if not path:
+        return None
+    components = rewards.load_reward_config(path) if Path(path).is_file() else None
+    if components is None:
+        return f"its run's reward config {path} is not here, so independence was not checked"
+    own = (Path(grader_path) / "pushback").resolve()
+    for c in components:
+        detector = c.args.get("detector")
+        if c.name == "stance" and detector not in (None, "lexical"):
+            if Path(detector).resolve() == own:
+                return f"its run's reward ({path}) used the grader's own classifier {detector}"
+    return None
+
+
 def evaluate_models(cfg: EvalConfig) -> dict:
     records = eval_subset(load_prompt_files(cfg.prompts), cfg.limit)  # bad files fail first
     cache = Cache(cfg.cache_dir)
@@ -406,6 +426,13 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     if cfg.grader:
         grader = Grader.load(cfg.grader)
         grader_gold = gold_figures(grader, cfg.grader, cache)
+    not_independent = {}
+    for ref, src in sources.items() if cfg.grader else ():
+        if why := grader_in_reward(src, cfg.grader):
+            not_independent[ref] = why
+            print(f"warning: {ref}: the grader's pushback figures are not independent of "
+                  f"this model: {why}; judge it by a read set (read_set.py)",
+                  file=sys.stderr)  # fmt: skip
     classifier = None
     if cfg.pushback_model:
         if not Path(cfg.pushback_model).is_dir():
@@ -510,7 +537,8 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         "judge_model": judge,
         "grader": None
         if grader is None
-        else {"path": cfg.grader, "gold": grader_gold, "validation": grader.metrics["validation"]},
+        else {"path": cfg.grader, "gold": grader_gold, "validation": grader.metrics["validation"],
+              "not_independent_of": not_independent},  # fmt: skip
         "pushback_classifier": None
         if classifier is None
         else {"path": cfg.pushback_model, **classifier.accuracy},

@@ -253,3 +253,25 @@ def test_table_marks_differences_whose_interval_contains_zero():
     assert evaluate.to_json({"a": float("nan"), "b": [1.0, float("inf")]}) == (
         '{"a": null, "b": [1.0, null]}'
     )
+
+
+def test_a_run_rewarded_by_the_graders_own_classifier_is_flagged(tmp_path):
+    from load_weights import ModelSource
+
+    grader = tmp_path / "grader"
+    (grader / "pushback").mkdir(parents=True)
+    (grader / "pushback" / "rm_config.json").write_text("{}")  # a classifier folder, to the check
+    own = tmp_path / "own.yaml"
+    own.write_text(f"components:\n  - {{name: stance, detector: {grader / 'pushback'}}}\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("components:\n  - {name: stance, detector: lexical}\n  - {name: happy}\n")
+
+    def src(run_config):
+        return ModelSource("m", tmp_path, "lora", None, run_config)
+
+    why = evaluate.grader_in_reward(src({"reward_config": str(own)}), str(grader))
+    assert why and "grader's own classifier" in why and str(own) in why
+    assert evaluate.grader_in_reward(src({"reward_config": str(other)}), str(grader)) is None
+    assert evaluate.grader_in_reward(src({}), str(grader)) is None  # not a training checkpoint
+    gone = evaluate.grader_in_reward(src({"reward_config": str(tmp_path / "no.yaml")}), str(grader))
+    assert gone and "not checked" in gone
