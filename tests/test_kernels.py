@@ -242,6 +242,11 @@ def test_compiled_value_and_grad_matches_eager():
         assert _max_err(a, b) == 0.0
 
 
+@pytest.mark.skipif(
+    backend.backend_name() == "cuda",
+    reason="on CUDA mx.get_peak_memory after reset_peak_memory read 16 bytes for the naive "
+    "step (H200, MLX 0.32.4): the measurement, not the chunking, does not hold there",
+)
 def test_chunked_backward_peak_memory_below_naive():
     """The point of the chunking: forward+backward never holds the batch's full logits."""
     h, w, tok = _inputs((2048,), 4096, 32, seed=11)
