@@ -131,35 +131,44 @@ def broken(source: list[dict], rng) -> list[dict]:
     return out
 
 
+def read_labelled(answers: Path, labels: Path, source: str, seed: int) -> list[dict]:
+    """Sampled answers (id, prompt_id, category, prompt, answer) and their reading labels (id,
+    label), joined by id; answers left unlabelled are skipped, a label naming no answer is a
+    ValueError. A third of the prompts (random.Random(seed)) is the validation slice."""
+    lab = {r["id"]: r for r in map(json.loads, labels.open())}
+    rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
+    if len(rows) != len(lab):
+        raise ValueError(f"{labels}: {len(lab) - len(rows)} labels name no answer in {answers}")
+    prompts = sorted({r["prompt_id"] for r in rows})
+    held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+    return [rec(source, r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+
+
+def _grader_files(stem: str, source: str, seeds: tuple[tuple[str, int], ...]) -> list[dict]:
+    """data/grader/{stem}_answers{suffix}.jsonl + {stem}_labels{suffix}.jsonl for each (suffix,
+    seed) whose labels file exists."""
+    out = []
+    for suffix, seed in seeds:
+        folder = ROOT / "data" / "grader"
+        labels = folder / f"{stem}_labels{suffix}.jsonl"
+        if labels.is_file():
+            out += read_labelled(folder / f"{stem}_answers{suffix}.jsonl", labels, source, seed)
+    return out
+
+
 def policy_answers() -> list[dict]:
     """Sampled policy answers labelled by reading: policy_answers.jsonl (base T 0.7, checkpoint
     T 1.0) and policy_answers2.jsonl (base T 1.0, checkpoint T 0.7, other prompts); a third of
     each file's prompts (seeded) is the source-disjoint validation slice."""
-    out = []
-    for suffix, seed in (("", 11), ("2", 12)):
-        answers = ROOT / "data" / "grader" / f"policy_answers{suffix}.jsonl"
-        labels = ROOT / "data" / "grader" / f"policy_labels{suffix}.jsonl"
-        if not labels.is_file():
-            continue
-        lab = {r["id"]: r for r in map(json.loads, labels.open())}
-        rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
-        prompts = sorted({r["prompt_id"] for r in rows})
-        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
-        out += [rec("policy", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
-                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
-    return out
+    return _grader_files("policy", "policy", (("", 11), ("2", 12)))
 
 
 def warm_policy_answers() -> list[dict]:
     """data/reads/warm_policy: 200 answers of the SFT-warm-started policy under GRPO (training
     prompts, T 0.8), labelled by reading; a third of its prompts (seed 14) validate."""
     folder = ROOT / "data" / "reads" / "warm_policy"
-    lab = {r["id"]: r for r in map(json.loads, (folder / "labels.jsonl").open())}
-    rows = [r for r in map(json.loads, (folder / "answers.jsonl").open()) if r["id"] in lab]
-    prompts = sorted({r["prompt_id"] for r in rows})
-    held = set(random.Random(14).sample(prompts, len(prompts) // 3))
-    return [rec("policy_warm", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
-                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    return read_labelled(folder / "answers.jsonl", folder / "labels.jsonl", "policy_warm", 14)
 
 
 def flag_answers() -> list[dict]:
@@ -169,21 +178,7 @@ def flag_answers() -> list[dict]:
     policies' own words; labelled by reading (flag_labels*.jsonl). The system message is not
     shown to the grader (it reads prompt and answer). A third of each file's prompts (seeded)
     validate."""
-    out = []
-    for suffix, seed in (("", 15), ("2", 16)):
-        answers = ROOT / "data" / "grader" / f"flag_answers{suffix}.jsonl"
-        labels = ROOT / "data" / "grader" / f"flag_labels{suffix}.jsonl"
-        if not labels.is_file():
-            continue
-        lab = {r["id"]: r for r in map(json.loads, labels.open())}
-        rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
-        if len(rows) != len(lab):
-            raise ValueError(f"{labels}: {len(lab) - len(rows)} labels name no answer in {answers}")
-        prompts = sorted({r["prompt_id"] for r in rows})
-        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
-        out += [rec("policy_flags", r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
-                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
-    return out
+    return _grader_files("flag", "policy_flags", (("", 15), ("2", 16)))
 
 
 def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
@@ -197,7 +192,7 @@ def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
                 "answer": r["answer"], "pushback": r["pushback"], "label": r["label"],
                 "split": r["split"], "source": r["source"]}  # fmt: skip
         if r["split"] != "train":
-            if r["source"] in ("policy", "policy_warm", "policy_flags", "written_grader"):
+            if r["source"] in (*SAMPLED, "written_grader"):
                 out.append(base)
             continue
         copies = policy_repeat if r["source"] in SAMPLED else 1
