@@ -405,9 +405,10 @@ def grader_in_reward(source, grader_path: str) -> str | None:
     path = (source.run_config or {}).get("reward_config")
     if not path:
         return None
-    components = rewards.load_reward_config(path) if Path(path).is_file() else None
-    if components is None:
-        return f"its run's reward config {path} is not here, so independence was not checked"
+    try:  # advisory: a config that no longer loads is reported, it does not stop the evaluation
+        components = rewards.load_reward_config(path)
+    except rewards.RewardError as e:
+        return f"its run's reward config could not be read ({e}), so independence was not checked"
     own = (Path(grader_path) / "pushback").resolve()
     for c in components:
         detector = c.args.get("detector")

@@ -275,3 +275,7 @@ def test_a_run_rewarded_by_the_graders_own_classifier_is_flagged(tmp_path):
     assert evaluate.grader_in_reward(src({}), str(grader)) is None  # not a training checkpoint
     gone = evaluate.grader_in_reward(src({"reward_config": str(tmp_path / "no.yaml")}), str(grader))
     assert gone and "not checked" in gone
+    moved = tmp_path / "moved.yaml"  # its detector folder is gone since the run
+    moved.write_text(f"components:\n  - {{name: stance, detector: {tmp_path / 'nowhere'}}}\n")
+    why = evaluate.grader_in_reward(src({"reward_config": str(moved)}), str(grader))
+    assert why and "not checked" in why and "nowhere" in why
