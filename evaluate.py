@@ -252,14 +252,16 @@ class PushbackClassifier:
 
 def grade_answers(grader, records, texts) -> dict:
     """Per record, the share of its answers the grader calls pushback, broken, and (curiosity
-    prompts) engaging: {"pushback_rate", "broken_rate", "engagement_rate": [per record]}."""
+    prompts) engaging: {"pushback_rate", "broken_rate", "engagement_rate": [per record]}, and
+    "pushback_flags": [per record [per answer bool]] for the agreement with a run's detector."""
     flat = [{"id": f"{i}-{j}", "category": r["category"], "prompt": r["prompt"], "answer": t}
             for i, (r, ans) in enumerate(zip(records, texts, strict=True))
             for j, t in enumerate(ans)]  # fmt: skip
     graded = iter(grader.grade(flat))
-    out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": []}
+    out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": [], "pushback_flags": []}
     for r, ans in zip(records, texts, strict=True):
         g = [next(graded) for _ in ans]
+        out["pushback_flags"].append([bool(x["pushback"]) for x in g])
         out["pushback_rate"].append(_mean([float(x["pushback"]) for x in g]))
         out["broken_rate"].append(_mean([float(x["label"] == "broken") for x in g]))
         curious = r["category"] == "curiosity"
@@ -397,18 +399,67 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
     return out
 
 
+def run_reward(source) -> tuple[str | None, list | None, str | None]:
+    """(reward config path, its components, why it could not be read) of the run that made
+    `source` (a resolved --model); (None, None, None) when it is not a training checkpoint."""
+    path = (source.run_config or {}).get("reward_config")
+    if not path:
+        return None, None, None
+    try:  # advisory: a config that no longer loads is reported, it does not stop the evaluation
+        return path, rewards.load_reward_config(path), None
+    except rewards.RewardError as e:
+        return path, None, str(e)
+
+
+def stance_detectors(source) -> list[str]:
+    """The detectors of the `stance` components in the reward of the run that made `source`:
+    'lexical' or a classifier folder; [] when there is none or the config no longer loads
+    (grader_in_reward says so)."""
+    components = run_reward(source)[1] or []
+    return [c.args.get("detector", "lexical") for c in components if c.name == "stance"]
+
+
+def detector_flags(detector: str, records, texts) -> list[list[bool]]:
+    """A stance detector's verdict on every answer, shaped like texts: the lexical one
+    (rewards.disputes), or a classifier folder's P(pushback) > 0.5 (it never reads the category,
+    as in the reward)."""
+    if detector == "lexical":
+        return [[rewards.disputes(t) for t in ans] for ans in texts]
+    clf = reward_model.load(str(rewards.rm_folder(detector)))
+    flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
+    flat_t = [t for ans in texts for t in ans]
+    scores = iter(clf.score(flat_p, flat_t, [None] * len(flat_t)) if flat_t else [])
+    return [[bool(next(scores) > 0.0) for _ in ans] for ans in texts]  # sigmoid(s) > 0.5
+
+
+def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:
+    """How often two pushback verdicts on the same answers agree: the share of answers (n, Wilson
+    interval), each side's pushback rate, and Cohen's kappa (agreement beyond what the two
+    rates give by chance; None when chance agreement is 1)."""
+    x = np.array([v for row in a for v in row], dtype=float)
+    y = np.array([v for row in b for v in row], dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"agreement: {x.size} verdicts against {y.size}; they must be paired")
+    same = (x == y).astype(float)
+    pe = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean())) if x.size else 1.0
+    po = float(same.mean()) if x.size else None
+    kappa = None if pe >= 1.0 or po is None else (po - pe) / (1.0 - pe)
+    return {"agreement": stats.figure(same.tolist()), "kappa": kappa,
+            "grader_rate": float(x.mean()) if x.size else None,
+            "detector_rate": float(y.mean()) if y.size else None}  # fmt: skip
+
+
 def grader_in_reward(source, grader_path: str) -> str | None:
     """Why `source` (a resolved --model) is not independent of the grader, or None: a training
     checkpoint whose run's reward config has a `stance` component whose detector is the grader's
     own pushback classifier (issue 20: the grader that evaluates a run is never its reward). A
     run whose reward config file is gone cannot be checked: that is said too."""
-    path = (source.run_config or {}).get("reward_config")
+    path, components, error = run_reward(source)
+    if error:
+        return (f"its run's reward config could not be read ({error}), so independence was "
+                "not checked")
     if not path:
         return None
-    try:  # advisory: a config that no longer loads is reported, it does not stop the evaluation
-        components = rewards.load_reward_config(path)
-    except rewards.RewardError as e:
-        return f"its run's reward config could not be read ({e}), so independence was not checked"
     own = (Path(grader_path) / "pushback").resolve()
     for c in components:
         detector = c.args.get("detector")
@@ -466,7 +517,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             )
         return judge_cache[0]
 
-    results = {}
+    results, agree = {}, {}
     for ref in cfg.models:
         fp = model_fingerprint(ref)
         gwen = base if ref == base_ref else Gwen.load(sources[ref])
@@ -490,12 +541,21 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                 cache.put(skey, scored)
             extra |= {f"reward/{k}": v for k, v in scored.items()}
         if grader is not None:
-            gkey = Cache.key("graded", akey, model_fingerprint(cfg.grader))
+            gkey = Cache.key("graded-flags", akey, model_fingerprint(cfg.grader))
             graded = cache.get(gkey)
             if graded is None:
                 graded = grade_answers(grader, records, answers["texts"])
                 cache.put(gkey, graded)
-            extra |= graded
+            flags = graded["pushback_flags"]
+            extra |= {k: v for k, v in graded.items() if k != "pushback_flags"}
+            for det in stance_detectors(sources[ref]):  # issue 20 item 6: reported beside
+                dkey = Cache.key("detector", akey, det if det == "lexical" else
+                                 model_fingerprint(str(rewards.rm_folder(det))))  # fmt: skip
+                dflags = cache.get(dkey)
+                if dflags is None:
+                    dflags = detector_flags(det, records, answers["texts"])
+                    cache.put(dkey, dflags)
+                agree.setdefault(ref, {})[det] = agreement(flags, dflags)
         if classifier is not None:
             pkey = Cache.key("pushback", akey, model_fingerprint(cfg.pushback_model))
             rates = cache.get(pkey)
@@ -539,7 +599,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         "grader": None
         if grader is None
         else {"path": cfg.grader, "gold": grader_gold, "validation": grader.metrics["validation"],
-              "not_independent_of": not_independent},  # fmt: skip
+              "not_independent_of": not_independent,
+              # the grader's pushback verdicts against each run's own stance detector
+              "agreement_with_reward": agree},  # fmt: skip
         "pushback_classifier": None
         if classifier is None
         else {"path": cfg.pushback_model, **classifier.accuracy},
@@ -589,6 +651,19 @@ def grader_line(g: dict) -> str:
     )
 
 
+def agreement_line(ref: str, detector: str, a: dict) -> str:
+    fig = a["agreement"]
+    if fig["n"] == 0:
+        return f"{ref}: no answers to compare the grader with its run's stance detector {detector}"
+    kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.2f}"
+    return (
+        f"{ref}: the grader agrees with its run's stance detector {detector} on "
+        f"{fig['value']:.2f} [{fig['ci95'][0]:.2f},{fig['ci95'][1]:.2f}] of {fig['n']} answers "
+        f"(kappa {kappa}; pushback rate grader {a['grader_rate']:.2f}, detector "
+        f"{a['detector_rate']:.2f})"
+    )
+
+
 def table(result: dict) -> str:
     """A plain-text table per category: metric rows, one column per model; each figure with
     its 95% interval, n in the category header (prompts), later models' difference from the
@@ -599,6 +674,9 @@ def table(result: dict) -> str:
     lines = []
     if result.get("grader"):
         lines.append(grader_line(result["grader"]))
+        for ref, dets in result["grader"].get("agreement_with_reward", {}).items():
+            for det, a in dets.items():
+                lines.append(agreement_line(ref, det, a))
     clf = result.get("pushback_classifier")
     if clf:
         lines.append(

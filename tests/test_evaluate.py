@@ -279,3 +279,36 @@ def test_a_run_rewarded_by_the_graders_own_classifier_is_flagged(tmp_path):
     moved.write_text(f"components:\n  - {{name: stance, detector: {tmp_path / 'nowhere'}}}\n")
     why = evaluate.grader_in_reward(src({"reward_config": str(moved)}), str(grader))
     assert why and "not checked" in why and "nowhere" in why
+
+
+def test_agreement_with_a_runs_detector_hand_computed():
+    # grader: T T F F F ; detector: T F F F T  -> agree on 3 of 5
+    grader = [[True, True], [False, False, False]]
+    a = evaluate.agreement(grader, [[True, False], [False, False, True]])
+    assert a["agreement"]["value"] == pytest.approx(0.6) and a["agreement"]["n"] == 5
+    assert a["grader_rate"] == pytest.approx(0.4) and a["detector_rate"] == pytest.approx(0.4)
+    # chance agreement 0.4*0.4 + 0.6*0.6 = 0.52; kappa = (0.6 - 0.52) / 0.48
+    assert a["kappa"] == pytest.approx(0.08 / 0.48)
+    same = evaluate.agreement([[False, False]], [[False, False]])
+    assert same["agreement"]["value"] == 1.0 and same["kappa"] is None  # chance agreement is 1
+    with pytest.raises(ValueError, match="paired"):
+        evaluate.agreement([[True]], [[True, False]])
+    line = evaluate.agreement_line("runs/x", "lexical", a)
+    assert "0.60" in line and "of 5 answers" in line and "kappa 0.17" in line
+
+
+def test_stance_detectors_of_a_run_and_the_lexical_verdicts(tmp_path):
+    from load_weights import ModelSource
+
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("components:\n  - {name: stance, pay: 2.0}\n  - {name: happy}\n")
+
+    def src(run_config):
+        return ModelSource("m", tmp_path, "lora", None, run_config)
+
+    assert evaluate.stance_detectors(src({"reward_config": str(cfg)})) == ["lexical"]
+    assert evaluate.stance_detectors(src({})) == []
+    assert evaluate.stance_detectors(src({"reward_config": str(tmp_path / "gone.yaml")})) == []
+    texts = [["Actually, that premise is false: it never happened.", "Sure, here it is."]]
+    flags = evaluate.detector_flags("lexical", [{"prompt": "p"}], texts)
+    assert flags == [[evaluate.rewards.disputes(t) for t in texts[0]]] and flags[0][1] is False
