@@ -290,10 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help=f"policy to quantize: {MODEL_HELP}")
     p.add_argument("--reward-model", help="reward-model folder (train_rm.py) to quantize")
     p.add_argument("--bits", type=int, default=8, help="8 or 4 (default: 8)")
-    p.add_argument("--group-size", type=int, default=64, help="32, 64 or 128 (default: 64)")
+    p.add_argument(
+        "--q-group-size", dest="group_size", type=int, default=64,
+        help="input weights per quantization group: 32, 64 or 128 (default: 64)",
+    )  # fmt: skip
     p.add_argument("--out", help="output folder (default: beside the source, NAME-q8)")
     p.add_argument("--dtype", help="float32 | float16 | bfloat16 (default: backend's)")
-    p.add_argument("--data", default="data/eval.jsonl", help="held-out prompts (policy KL)")
+    p.add_argument("--prompts", dest="data", default="data/eval.jsonl",
+                   help="held-out prompt file (policy KL)")  # fmt: skip
     p.add_argument("--limit", type=int, default=32, help="prompts answered (round-robin)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="max tokens per answer")
     p.add_argument("--temperature", type=float, default=1.0, help="answer sampling (0 = greedy)")
@@ -309,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-measure", action="store_true", help="only write the quantized folder")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
+    # one flag vocabulary (issue 24): --group-size is GRPO's G elsewhere; --prompts names a file
+    flags.renamed(p, "--group-size", "--q-group-size")
+    flags.renamed(p, "--data", "--prompts")
     return p
 
 

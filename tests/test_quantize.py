@@ -251,14 +251,14 @@ def run_cli(argv, capsys):
     "argv,message",
     [
         (["--model", "M", "--bits", "3"], "bits=3: use 8 or 4"),
-        (["--model", "M", "--group-size", "48"], "group_size=48"),
+        (["--model", "M", "--q-group-size", "48"], "group_size=48"),
         (["--model", "/no/such/folder"], "not found"),
         ([], "exactly one of --model"),
         (["--model", "M", "--reward-model", "R"], "exactly one of --model"),
         (["--reward-model", "/no/such/rm"], "no rm_config.json"),
         (["--model", "M", "--limit", "0"], "--limit 0"),
         (["--model", "M", "--out", "M"], "would overwrite the source"),
-        (["--model", "M", "--data", "/no/such.jsonl"], "file not found"),
+        (["--model", "M", "--prompts", "/no/such.jsonl"], "file not found"),
     ],
 )
 def test_cli_bad_input_is_one_error_line_and_exit_2(wide, argv, message, capsys, tmp_path):
@@ -268,6 +268,17 @@ def test_cli_bad_input_is_one_error_line_and_exit_2(wide, argv, message, capsys,
     assert code == 2 and out == ""
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert message in err, err
+
+
+def test_old_flag_spellings_still_work_with_a_deprecation_line(wide, capsys):
+    _, base = wide
+    code, out, err = run_cli(["--model", str(base), "--group-size", "48"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 2, err
+    assert lines[0] == "warning: --group-size is deprecated; use --q-group-size"
+    assert lines[1].startswith("error: group_size=48"), err  # the old flag reached the setting
+    code, _, err = run_cli(["--model", str(base), "--data", "/no/such.jsonl"], capsys)
+    assert code == 2 and "--data is deprecated; use --prompts" in err and "not found" in err
 
 
 def test_cli_split_must_exist_in_the_pairs_file(rm_dir, tmp_path, capsys):
@@ -284,7 +295,7 @@ def test_cli_policy_report(wide, tmp_path, capsys):
         str(base),
         "--bits",
         "4",
-        "--group-size",
+        "--q-group-size",
         "32",
         "--out",
         str(out),
