@@ -24,8 +24,6 @@ import backend  # noqa: F401
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
-import distributed
-import grpo
 import lora as lora_mod
 
 
@@ -131,49 +129,6 @@ def restore(ckpt: Path, *, model, optimizer, lora: bool = False) -> dict:
     state, _ = read_state(ckpt)
     mx.eval(model.parameters(), optimizer.state)
     return state
-
-
-def save_run(run, step: int) -> Path | None:
-    """Checkpoint a training run (train.Run) at `step`: weights, optimizer and everything the
-    loop needs to go on exactly (rank 0 only: the other ranks hold the same state)."""
-    if not distributed.is_main():
-        return None
-    state = {
-        "data": run.stream.state(),
-        "kl_controller": run.controller.state_dict(),
-        "baseline": run.baseline_state,
-        "counters": dict(run.counters),
-        "sqlite_rows": run.db.flush(),
-    }
-    return save(
-        run.run_dir,
-        step,
-        model=run.policy.model,
-        tokenizer=run.policy.tokenizer,
-        optimizer=run.optimizer,
-        trainer_state=state,
-        config=dataclasses.asdict(run.cfg),
-        lora_cfg=run.cfg.lora_config(),
-    )
-
-
-def resume_run(run) -> int:
-    """Restore the newest checkpoint of run.run_dir into `run` (train.Run) and cut its logs back
-    to that step; return the step."""
-    ckpt = latest(run.run_dir)
-    state = restore(
-        ckpt, model=run.policy.model, optimizer=run.optimizer, lora=bool(run.cfg.lora_rank)
-    )
-    run.stream.load_state(state["data"])
-    run.controller = grpo.AdaptiveKLController.from_state_dict(state["kl_controller"])
-    run.baseline_state = state.get("baseline", {})  # checkpoints before issue 15 have none
-    run.counters.update(state["counters"])
-    run.metrics.truncate_after(state["step"])
-    run.db.truncate_after(state["step"])
-    if run.tb:
-        run.tb.truncate_after(state["step"])
-    print(f"resumed {run.run_dir} at step {state['step']} from {ckpt.name}")
-    return state["step"]
 
 
 class StopOnSignal:

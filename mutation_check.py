@@ -44,8 +44,8 @@ MUTATIONS = (
     Mutation(
         "routing_off_in_loop",
         "routing.py",
-        "grads, sums = accumulate(run.policy.model, loss_fn, micro, args)",
-        "grads, sums = accumulate(run.policy.model, loss_fn, micro, args, route=False)",
+        "grads, sums = accumulate(model, loss_fn, micro, args)",
+        "grads, sums = accumulate(model, loss_fn, micro, args, route=False)",
         ("tests/test_routing.py",),
         "flagged completions then train the retain adapter too",
     ),

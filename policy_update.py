@@ -1,13 +1,14 @@
 """The policy update of one GRPO step: the loss over micro-batches, the gradients summed over
 ranks, clipped, checked and applied.
 
-`update(run, b)` takes train.py's Run (policy, reference, optimizer, KL controller, counters,
-config) and a Rollout (sampled tokens, sampler log-probs, advantages, completion mask). Each of
-`grad_accum` micro-batches holds whole groups (the prompt is run once per group); its gradient
-is weighted by its share of the full batch's loss denominator (grpo.micro_batch_shares), so the
-sum is the full-batch gradient for every loss type and every number of ranks
-(knowledge/distributed.md). A non-finite loss or gradient skips the optimizer step, counted in
-`skipped_steps`. Under gradient routing the micro-batches are routing.py's instead.
+`update(run, b)` takes a run_state.Run (policy, reference, optimizer, KL controller, counters,
+config) and a rollout_batch.Rollout (sampled tokens, sampler log-probs, advantages, completion
+mask). Each of `grad_accum` micro-batches holds whole groups (the prompt is run once per group);
+its gradient is weighted by its share of the full batch's loss denominator
+(grpo.micro_batch_shares), so the sum is the full-batch gradient for every loss type and every
+number of ranks (knowledge/distributed.md). A non-finite loss or gradient skips the optimizer
+step, counted in `skipped_steps`. Under gradient routing the micro-batches are routing.py's
+instead.
 """
 
 import time
@@ -27,6 +28,8 @@ import routing
 from gwen import sequence_logprobs
 from kernels import masked_mean
 from reference import shared_trunks
+from rollout_batch import Rollout
+from run_state import Run
 
 
 def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, trunk=None):
@@ -46,12 +49,17 @@ def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, t
     return loss, metrics
 
 
-def update(run, b) -> dict:
+def update(run: Run, b: Rollout) -> dict:
     """num_iterations optimizer updates on this batch, each over grad_accum micro-batches of
     this rank's groups, weighted by their share of the whole batch's loss and summed over ranks
     (gradient routing: routing.routed_update)."""
     if run.cfg.routing == "routed":
-        return routing.routed_update(run, b, loss_fn, apply_gradients)
+        def step(grads, sums, it, clip):
+            return apply_gradients(run, grads, sums, it, clip=clip)
+
+        model, coef = run.policy.model, run.controller.coef
+        out = routing.routed_update(run.cfg, model, run.reference, coef, b, loss_fn, step)
+        return out | {"lr": run.optimizer.learning_rate.item()}
     cfg, s, model = run.cfg, b.sample, run.policy.model
     G, B, k = cfg.group_size, len(b.records), cfg.grad_accum
     parts = distributed.micro_batches(B, G, k)
@@ -103,7 +111,7 @@ def _clip_global(grads, max_norm: float):
     return grads, norm, {}
 
 
-def apply_gradients(run, grads, sums: dict, it: int, clip=_clip_global) -> dict:
+def apply_gradients(run: Run, grads, sums: dict, it: int, clip=_clip_global) -> dict:
     """Clip (`clip(grads, max_norm) -> (grads, norm, {name: part norm})`: the global norm by
     default, each adapter's own under routing), check finiteness, take the optimizer step (or
     skip and count it); host metrics."""

@@ -31,6 +31,7 @@ import grpo
 import hacks
 import lora
 from reference import shared_trunks
+from rollout_batch import Rollout
 
 
 @dataclass(frozen=True)
@@ -189,22 +190,22 @@ def routed_args(
     return args
 
 
-def routed_update(run, b, loss_fn, apply_gradients) -> dict:
+def routed_update(cfg, model, reference, kl_coef: float, b: Rollout, loss_fn, step) -> dict:
     """policy_update.update under gradient routing: homogeneous micro-batches of whole groups,
     flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
     weighted by its share of the full-batch loss, each adapter's gradient clipped by its own norm
-    (clip_per_adapter); apply_gradients(run, grads, sums, it, clip) steps."""
-    cfg = run.cfg
+    (clip_per_adapter). Plain arguments: the run's config (TrainConfig), the policy model, its
+    reference (or None) and KL coefficient; `step(grads, sums, it, clip) -> metrics` clips and
+    takes the optimizer step (policy_update.apply_gradients bound to the run)."""
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
     t0 = time.perf_counter()
-    args = routed_args(cfg, b, micro, run.reference, run.controller.coef, run.policy.model)
+    args = routed_args(cfg, b, micro, reference, kl_coef, model)
     reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs
     history = []
     for it in range(cfg.num_iterations):
-        grads, sums = accumulate(run.policy.model, loss_fn, micro, args)
-        history.append(apply_gradients(run, grads, sums, it, clip=clip_per_adapter))
+        grads, sums = accumulate(model, loss_fn, micro, args)
+        history.append(step(grads, sums, it, clip=clip_per_adapter))
     return history[-1] | {
-        "lr": run.optimizer.learning_rate.item(),
         "reference_s": reference_s,
         "route/micro_batches": len(micro),
         "route/flagged_share": sum(mb.share for mb in micro if mb.flagged),

@@ -26,6 +26,7 @@ import numpy as np
 
 import grpo
 from rewards import category_means, criterion_means
+from rollout_batch import Rollout
 
 COLUMNS = (
     "step",
@@ -56,8 +57,8 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
-def step_metrics(b, update_metrics: dict, update_s: float) -> dict:
-    """What one step logs about its rollout `b` (train.Rollout) and its update."""
+def step_metrics(b: Rollout, update_metrics: dict, update_s: float) -> dict:
+    """What one step logs about its rollout `b` and its update."""
     s, lengths, adv = b.sample, b.sample.lengths, np.asarray(b.advantages)
     m = {**grpo.reward_stats(b.rewards), **update_metrics}
     if b.scores.details:
@@ -86,11 +87,11 @@ def step_metrics(b, update_metrics: dict, update_s: float) -> dict:
     }
 
 
-def rollout_rows(step: int, b) -> list[dict]:
-    """One RolloutDB row per completion of the step's rollout `b` (train.Rollout)."""
+def rollout_rows(step: int, b: Rollout) -> list[dict]:
+    """One RolloutDB row per completion of the step's rollout `b`."""
     s, rewards, adv = b.sample, b.rewards.reshape(-1), np.asarray(b.advantages)
     lengths, details = s.lengths, b.scores.details
-    flags = getattr(b, "flags", None)  # hack detectors' verdicts (gradient routing)
+    flags = b.flags  # hack detectors' verdicts (gradient routing), or None
     rows = []
     for i, r in enumerate(b.flat):
         scores = details[i] if details else {"reward": rewards[i]}

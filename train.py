@@ -5,7 +5,7 @@ completions per prompt (prompt prefilled once), scores them with the reward spec
 model-judged rubric by default), turns rewards into group-relative advantages (grpo.py), and
 updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
 (policy_update.py, reference.py). Every random draw is keyed by (seed, step), so a run resumed
-from a checkpoint (checkpoint.save_run / resume_run) repeats the uninterrupted run exactly.
+from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run exactly.
 Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG curves
 (runlog.py), and TensorBoard events in RUN_DIR/tb/ (tblog.py). It is the loop and its CLI.
 """
@@ -15,8 +15,6 @@ import functools
 import json
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import backend
@@ -42,58 +40,12 @@ import runlog
 import tasks
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
-from gwen import GroupSample, Gwen
+from gwen import Gwen
 from load_weights import LoadError
 from prompts import PromptStream
 from reference import Reference, default_judge, trunk_depth
-
-
-@dataclass
-class Rollout:
-    """One step's batch: B prompt records x G sampled completions, scored, with advantages."""
-
-    records: list[dict]
-    sample: GroupSample
-    scores: rewards.Scores  # values (B*G,), NaN = failed
-    rewards: np.ndarray  # (B, G) float64
-    advantages: mx.array  # (B*G,) float32
-    mask: mx.array  # (B*G, T) completion mask; rows of dropped groups zeroed
-    filtered_groups: int
-    rollout_s: float
-    reward_s: float
-    flags: np.ndarray | None = None  # (B*G,) bool: a hack detector fired (routing.py)
-    capped: int = 0  # truncated answers whose reward truncated=cap lowered
-
-    @property
-    def flat(self) -> list[dict]:
-        """The prompt record of each completion row."""
-        return [r for r in self.records for _ in range(self.sample.group_size)]
-
-
-@dataclass
-class Run:
-    """Everything a run holds; built once by `build`, mutated only by the loop."""
-
-    cfg: TrainConfig
-    run_dir: Path
-    policy: Gwen
-    reference: Reference | None  # None: no KL term
-    scorer: rewards.Scorer
-    optimizer: optim.Optimizer
-    stream: PromptStream
-    eval_records: list[dict]
-    controller: grpo.AdaptiveKLController
-    metrics: runlog.MetricsLog
-    db: runlog.RolloutDB
-    tb: tblog.TBLog | None  # None: --no-tensorboard
-    baseline_state: dict = field(default_factory=dict)  # grpo.baseline_update's, per category
-    counters: dict = field(
-        default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
-    )
-    detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
-    routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
-    trunk_depth: int = 0  # > 0: sampling keeps the frozen blocks' output for the update
-
+from rollout_batch import Rollout
+from run_state import Run, resume_run, save_run
 
 # Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
 # may differ between ranks (e.g. a temporary folder each).
@@ -329,7 +281,7 @@ def run(
             "another --run-name"
         )
     r = build(cfg, run_dir, policy, reward_fn)
-    start = checkpoint.resume_run(r) if resume else 0
+    start = resume_run(r) if resume else 0
     distributed.check_same(
         lambda: {
             "step": start,
@@ -363,7 +315,7 @@ def run(
             )
             stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
             if step % cfg.save_every == 0 or step == cfg.steps or stopping:
-                checkpoint.save_run(r, step)
+                save_run(r, step)
                 last_saved = step
             if stopping:
                 break

@@ -26,6 +26,7 @@ import routing
 import train
 from gwen import Gwen
 from reference import Reference
+from rollout_batch import Rollout
 
 TARGETS = ["q_proj", "v_proj", "down_proj"]
 R, F = 3, 2  # retain and forget ranks (odd, unequal)
@@ -191,7 +192,7 @@ def tiny_cfg(**kw):
 
 
 def rollout_like(model, cfg, seed=3):
-    """A train.Rollout over 4 prompts x 3 samples with fixed advantages and a mix of flags:
+    """A rollout_batch.Rollout over 4 prompts x 3 samples with fixed advantages and a mix of flags:
     group 0 all flagged, group 1 none, groups 2 and 3 mixed; one completion masked out."""
     policy = Gwen(model, tiny_tokenizer(QWEN3["vocab_size"]))
     prompts = ["t5 t6 t7", "t8 t9", "t10 t11 t12 t13", "t14"]
@@ -200,7 +201,7 @@ def rollout_like(model, cfg, seed=3):
     mask = s.mask * mx.array([1.0] * 10 + [0.0, 1.0])[:, None]  # row 10 dropped
     flags = np.array([1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0], dtype=bool)
     records = [{"prompt": p, "category": "control", "id": str(i)} for i, p in enumerate(prompts)]
-    return train.Rollout(records, s, None, None, adv, mask, 0, 0.0, 0.0, flags)
+    return Rollout(records, s, None, None, adv, mask, 0, 0.0, 0.0, flags)
 
 
 def full_batch_grads(model, cfg, b, kl_coef, adv=None):
