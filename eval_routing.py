@@ -26,6 +26,7 @@ import numpy as np
 
 import diversity
 import errors
+import flags
 import hacks
 import lora
 import rewards
@@ -170,7 +171,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", help=MODEL_HELP)
     p.add_argument("--base", help="base model of an adapter checkpoint (default: its run's)")
-    p.add_argument("--data", help="prompts JSONL (default: the run's --eval-data)")
+    p.add_argument("--prompts", dest="data", help="prompts JSONL (default: the run's --eval-data)")
     p.add_argument("--task-reward", help="reward spec of the task (default: the run's)")
     p.add_argument("--hack-detectors", help="detector spec (default: the run's; hacks.py)")
     p.add_argument("--limit", type=int, help="prompts (default: the run's --eval-limit)")
@@ -180,6 +181,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, help="sampling seed (default: the run's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the report (Markdown) to this file")
+    flags.renamed(p, "--data", "--prompts")  # one flag vocabulary: --prompts names an eval file
     args = p.parse_args(argv)
     with errors.as_user_error(ValueError):  # the model, settings, specs and prompts
         src = resolve(args.checkpoint, args.base)

@@ -12,6 +12,7 @@ import argparse
 import backend
 
 import errors
+import flags
 import rewards
 import strict_json
 import tasks
@@ -22,15 +23,16 @@ from load_weights import MODEL_HELP
 
 @errors.cli
 def main(argv=None) -> int:
-    """CLI: evaluate --model on --task's eval file (or --data); bad input is one error line."""
+    """CLI: evaluate --model on --task's eval file (or --prompts); bad input is one error line."""
     p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
     p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--task", default="chess", help=f"one of {sorted(tasks.TASKS)}")
-    p.add_argument("--data", help="eval records (default: the task's eval file)")
+    p.add_argument("--prompts", dest="data", help="eval records (default: the task's eval file)")
     p.add_argument("--reward", help="reward spec (default: the task's); no judge-model rewards")
     p.add_argument("--limit", type=int, default=100, help="records to answer")
     p.add_argument("--max-new-tokens", type=int, default=80, help="generation cap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.renamed(p, "--data", "--prompts")  # one flag vocabulary: --prompts names an eval file
     args = p.parse_args(argv)
     with errors.as_user_error(ValueError):  # the task, reward spec, data and model
         task = tasks.get(args.task)

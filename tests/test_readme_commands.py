@@ -128,7 +128,7 @@ CASES = {
     CHESS: Case(
         add=f"--steps 1 {SMALL} --run-name chess", check=run_file("runs/chess/checkpoints")
     ),
-    "uv run python eval_task.py --task chess --data data/chess/test.jsonl "
+    "uv run python eval_task.py --task chess --prompts data/chess/test.jsonl "
     "--model runs/<name>/checkpoints/step_N": Case(
         sub={"runs/<name>/checkpoints/step_N": "runs/chess/checkpoints/step_000001"},
         add="--limit 2 --max-new-tokens 6 --json",

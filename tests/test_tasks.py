@@ -136,7 +136,7 @@ def test_chess_run_on_a_tiny_model_needs_no_engine(tmp_path, monkeypatch):
 
 def test_evaluate_cli_refuses_judge_rewards_and_bad_files(capsys):
     assert eval_task.main(["--task", "values", "--reward", "rubric"]) == 2  # needs a judge model
-    assert eval_task.main(["--task", "chess", "--data", "missing.jsonl"]) == 2
+    assert eval_task.main(["--task", "chess", "--prompts", "missing.jsonl"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("error: ") and "judge" in err[0]
     assert err[1].startswith("error: missing.jsonl")
