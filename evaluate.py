@@ -15,10 +15,7 @@ base (stats.py). Answers and scores are cached under --cache-dir so a second rep
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +29,23 @@ from tqdm import tqdm
 import diversity
 import errors
 import eval_report
-import gold
 import kernels
-import reward_model
 import rewards
 import stats
 import strict_json
 import tasks
+from eval_cache import Cache, model_fingerprint
+from eval_grading import (
+    PushbackClassifier,
+    agreement,
+    agreement_line,
+    detector_flags,
+    gold_figures,
+    grade_answers,
+    grader_in_reward,
+    grader_line,
+    stance_detectors,
+)
 from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
@@ -47,7 +54,6 @@ from prompts import (
     DataError,
     eval_subset,
     load_prompts,
-    load_pushback_labels,
     write_jsonl,
 )
 from reference import starting_judge
@@ -132,47 +138,6 @@ def load_prompt_files(paths: list[str]) -> list[dict]:
     return records
 
 
-def model_fingerprint(ref: str) -> str:
-    """Identity of a model (or reward-model) folder for the cache: its files' names, sizes and
-    modification times (an alias or hub id: the resolved file)."""
-    path = Path(ref) if Path(ref).exists() else resolve(ref).path
-    files = sorted(path.rglob("*")) if path.is_dir() else [path]
-    listing = [
-        (
-            str(f.relative_to(path) if path.is_dir() else f.name),
-            f.stat().st_size,
-            f.stat().st_mtime_ns,
-        )
-        for f in files
-        if f.is_file()
-    ]
-    return hashlib.sha256(json.dumps([str(path), listing]).encode()).hexdigest()[:16]
-
-
-class Cache:
-    """JSON values under cache_dir keyed by a hash of what produced them."""
-
-    def __init__(self, directory: str | None):
-        self.dir = Path(directory) if directory else None
-
-    @staticmethod
-    def key(*parts) -> str:
-        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
-
-    def get(self, key: str):
-        if self.dir is None or not (self.dir / f"{key}.json").is_file():
-            return None
-        return json.loads((self.dir / f"{key}.json").read_text())
-
-    def put(self, key: str, value) -> None:
-        if self.dir is None:
-            return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(value))
-        os.replace(tmp, self.dir / f"{key}.json")
-
-
 def generate(gwen: Gwen, records: list[dict], cfg: EvalConfig, desc: str) -> dict:
     """{"texts": K answers per record, "tokens": their token counts, "finished": ended with EOS}."""
     texts, tokens, finished = [], [], []
@@ -222,73 +187,6 @@ def per_answer_kl(gwen: Gwen, base: Gwen, records, texts, batch: int = 8) -> lis
     return out
 
 
-class PushbackClassifier:
-    """A reward_model folder trained with train_rm.py --labels: P(the answer disputes, flags or
-    refuses the prompt) = sigmoid(score). Its accuracy on the labelled test split is measured
-    here (and cached), so every pushback figure can be printed with it."""
-
-    def __init__(self, path: str, labels: str, cache: Cache):
-        self.path, self.model = path, reward_model.load(path)
-        key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
-        acc = cache.get(key)
-        if acc is None:
-            test = [r for r in load_pushback_labels(labels) if r.get("split") == "test"]
-            if not test:
-                raise DataError(f"{labels}: no record has split 'test'; cannot measure accuracy")
-            probs = self.probabilities(
-                [r["prompt"] for r in test],
-                [r["answer"] for r in test],
-                [r["category"] for r in test],
-            )
-            hits = [(p > 0.5) == r["pushback"] for p, r in zip(probs, test, strict=True)]
-            acc = {"test_accuracy": float(np.mean(hits)), "n_test": len(test), "labels": labels}
-            cache.put(key, acc)
-        self.accuracy = acc
-
-    def probabilities(self, prompts, answers, categories) -> list[float]:
-        scores = self.model.score(prompts, answers, categories)
-        return [1.0 / (1.0 + math.exp(-s)) for s in scores]
-
-
-def grade_answers(grader, records, texts) -> dict:
-    """Per record, the share of its answers the grader calls pushback, broken, and (curiosity
-    prompts) engaging: {"pushback_rate", "broken_rate", "engagement_rate": [per record]}, and
-    "pushback_flags": [per record [per answer bool]] for the agreement with a run's detector."""
-    flat = [{"id": f"{i}-{j}", "category": r["category"], "prompt": r["prompt"], "answer": t}
-            for i, (r, ans) in enumerate(zip(records, texts, strict=True))
-            for j, t in enumerate(ans)]  # fmt: skip
-    graded = iter(grader.grade(flat))
-    out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": [], "pushback_flags": []}
-    for r, ans in zip(records, texts, strict=True):
-        g = [next(graded) for _ in ans]
-        out["pushback_flags"].append([bool(x["pushback"]) for x in g])
-        out["pushback_rate"].append(_mean([float(x["pushback"]) for x in g]))
-        out["broken_rate"].append(_mean([float(x["label"] == "broken") for x in g]))
-        curious = r["category"] == "curiosity"
-        out["engagement_rate"].append(_mean([float(x["engages"]) for x in g]) if curious else None)
-    return out
-
-
-def gold_figures(grader, path: str, cache) -> dict:
-    """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
-    never trained on), cached per grader: printed beside every figure the grader makes."""
-    key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
-                    model_fingerprint(gold.LABELS_FILE))  # fmt: skip
-    figs = cache.get(key)
-    stored = Path(path) / "gold.json"  # train_grader.py measures the shipped grader once
-    if figs is None and stored.is_file():
-        saved = json.loads(stored.read_text())
-        if saved.get("gold_sha256") == gold.files_sha256():
-            figs = {k: v for k, v in saved["figures"].items() if k != "confusion"}
-    if figs is None:
-        rows = gold.load_gold()
-        figs = gold.grader_figures(rows, grader.grade(rows))
-        figs.pop("confusion")
-        figs["n_answers"] = len(rows)
-        cache.put(key, figs)
-    return figs
-
-
 def score_rewards(spec, ctx, records, texts) -> dict:
     """Mean over samples per record of each reward's value and its parts: {key: [per record]}."""
     scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
@@ -307,9 +205,7 @@ def score_rewards(spec, ctx, records, texts) -> dict:
     }
 
 
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    return float(np.mean(vals)) if vals else None
+_mean = stats.finite_mean
 
 
 def per_record(answers: dict) -> dict:
@@ -397,76 +293,6 @@ def compare_to_base(records, rows: dict[str, dict], base: str) -> dict:
                 b = [np.nan if values[i] is None else values[i] for i in idx]
                 out[ref][cat][key] = stats.paired_diff(a, b)
     return out
-
-
-def run_reward(source) -> tuple[str | None, list | None, str | None]:
-    """(reward config path, its components, why it could not be read) of the run that made
-    `source` (a resolved --model); (None, None, None) when it is not a training checkpoint."""
-    path = (source.run_config or {}).get("reward_config")
-    if not path:
-        return None, None, None
-    try:  # advisory: a config that no longer loads is reported, it does not stop the evaluation
-        return path, rewards.load_reward_config(path), None
-    except rewards.RewardError as e:
-        return path, None, str(e)
-
-
-def stance_detectors(source) -> list[str]:
-    """The detectors of the `stance` components in the reward of the run that made `source`:
-    'lexical' or a classifier folder; [] when there is none or the config no longer loads
-    (grader_in_reward says so)."""
-    components = run_reward(source)[1] or []
-    return [c.args.get("detector", "lexical") for c in components if c.name == "stance"]
-
-
-def detector_flags(detector: str, records, texts) -> list[list[bool]]:
-    """A stance detector's verdict on every answer, shaped like texts: the lexical one
-    (rewards.disputes), or a classifier folder's P(pushback) > 0.5 (it never reads the category,
-    as in the reward)."""
-    if detector == "lexical":
-        return [[rewards.disputes(t) for t in ans] for ans in texts]
-    clf = reward_model.load(str(rewards.rm_folder(detector)))
-    flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
-    flat_t = [t for ans in texts for t in ans]
-    scores = iter(clf.score(flat_p, flat_t, [None] * len(flat_t)) if flat_t else [])
-    return [[bool(next(scores) > 0.0) for _ in ans] for ans in texts]  # sigmoid(s) > 0.5
-
-
-def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:
-    """How often two pushback verdicts on the same answers agree: the share of answers (n, Wilson
-    interval), each side's pushback rate, and Cohen's kappa (agreement beyond what the two
-    rates give by chance; None when chance agreement is 1)."""
-    x = np.array([v for row in a for v in row], dtype=float)
-    y = np.array([v for row in b for v in row], dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"agreement: {x.size} verdicts against {y.size}; they must be paired")
-    same = (x == y).astype(float)
-    pe = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean())) if x.size else 1.0
-    po = float(same.mean()) if x.size else None
-    kappa = None if pe >= 1.0 or po is None else (po - pe) / (1.0 - pe)
-    return {"agreement": stats.figure(same.tolist()), "kappa": kappa,
-            "grader_rate": float(x.mean()) if x.size else None,
-            "detector_rate": float(y.mean()) if y.size else None}  # fmt: skip
-
-
-def grader_in_reward(source, grader_path: str) -> str | None:
-    """Why `source` (a resolved --model) is not independent of the grader, or None: a training
-    checkpoint whose run's reward config has a `stance` component whose detector is the grader's
-    own pushback classifier (issue 20: the grader that evaluates a run is never its reward). A
-    run whose reward config file is gone cannot be checked: that is said too."""
-    path, components, error = run_reward(source)
-    if error:
-        return (f"its run's reward config could not be read ({error}), so independence was "
-                "not checked")
-    if not path:
-        return None
-    own = (Path(grader_path) / "pushback").resolve()
-    for c in components:
-        detector = c.args.get("detector")
-        if c.name == "stance" and detector not in (None, "lexical"):
-            if Path(detector).resolve() == own:
-                return f"its run's reward ({path}) used the grader's own classifier {detector}"
-    return None
 
 
 def evaluate_models(cfg: EvalConfig) -> dict:
@@ -632,36 +458,6 @@ HEADLINE = (
 
 def to_json(result: dict) -> str:
     return strict_json.dumps(result)  # NaN (no figure) is null
-
-
-def grader_line(g: dict) -> str:
-    """The grader's gold-set figures, printed with every pushback figure it makes."""
-    gold = g["gold"]
-
-    def f(key):
-        x = gold[key]
-        return f"{x['value']:.2f} [{x['ci95'][0]:.2f},{x['ci95'][1]:.2f}] ({x['k']}/{x['n']})"
-
-    return (
-        f"grader {g['path']} on the gold set ({gold['n_answers']} answers read by the team): "
-        f"pushback accuracy {f('pushback_accuracy')}, false-premise correction recall "
-        f"{f('false_premise_correction_recall')}, nonsense-flag recall "
-        f"{f('nonsense_flag_recall')}, control false-positive rate "
-        f"{f('control_false_positive_rate')}"
-    )
-
-
-def agreement_line(ref: str, detector: str, a: dict) -> str:
-    fig = a["agreement"]
-    if fig["n"] == 0:
-        return f"{ref}: no answers to compare the grader with its run's stance detector {detector}"
-    kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.2f}"
-    return (
-        f"{ref}: the grader agrees with its run's stance detector {detector} on "
-        f"{fig['value']:.2f} [{fig['ci95'][0]:.2f},{fig['ci95'][1]:.2f}] of {fig['n']} answers "
-        f"(kappa {kappa}; pushback rate grader {a['grader_rate']:.2f}, detector "
-        f"{a['detector_rate']:.2f})"
-    )
 
 
 def table(result: dict) -> str:

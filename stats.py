@@ -54,6 +54,12 @@ def bootstrap_stat(values, stat=np.median, n_boot: int = N_BOOT, seed: int = 0):
     return float(lo), float(hi)
 
 
+def finite_mean(values) -> float | None:
+    """The mean of the values that are numbers and finite (None and NaN left out), or None."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
+
+
 def is_binary(x: np.ndarray) -> bool:
     return bool(len(x)) and bool(np.all((x == 0) | (x == 1)))
 

@@ -9,7 +9,10 @@ import backend  # noqa: F401
 import pytest
 from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 
+import eval_cache
+import eval_grading
 import evaluate
+import rewards
 import stats
 
 RECORDS = [
@@ -78,14 +81,14 @@ def test_pushback_classifier_accuracy_with_a_mock_model(tmp_path, monkeypatch):
         )
     )
     monkeypatch.setattr(reward_model, "load", lambda path: FakeClassifierModel())
-    monkeypatch.setattr(evaluate, "model_fingerprint", lambda ref: "fp")
-    cache = evaluate.Cache(str(tmp_path / "cache"))
-    clf = evaluate.PushbackClassifier("clf", str(labels), cache)
+    monkeypatch.setattr(eval_grading, "model_fingerprint", lambda ref: "fp")
+    cache = eval_cache.Cache(str(tmp_path / "cache"))
+    clf = eval_grading.PushbackClassifier("clf", str(labels), cache)
     assert clf.accuracy["test_accuracy"] == pytest.approx(2 / 3) and clf.accuracy["n_test"] == 3
     probs = clf.probabilities(["p", "p"], ["no way", "fine"], [None, None])
     assert probs[0] > 0.5 > probs[1]
     labels.write_text("")  # a second classifier comes from the cache: the file is not read
-    assert evaluate.PushbackClassifier("clf", str(labels), cache).accuracy == clf.accuracy
+    assert eval_grading.PushbackClassifier("clf", str(labels), cache).accuracy == clf.accuracy
 
 
 def test_bad_prompt_file_names_the_line_and_evaluates_nothing(tmp_path, capsys, monkeypatch):
@@ -269,31 +272,32 @@ def test_a_run_rewarded_by_the_graders_own_classifier_is_flagged(tmp_path):
     def src(run_config):
         return ModelSource("m", tmp_path, "lora", None, run_config)
 
-    why = evaluate.grader_in_reward(src({"reward_config": str(own)}), str(grader))
+    why = eval_grading.grader_in_reward(src({"reward_config": str(own)}), str(grader))
     assert why and "grader's own classifier" in why and str(own) in why
-    assert evaluate.grader_in_reward(src({"reward_config": str(other)}), str(grader)) is None
-    assert evaluate.grader_in_reward(src({}), str(grader)) is None  # not a training checkpoint
-    gone = evaluate.grader_in_reward(src({"reward_config": str(tmp_path / "no.yaml")}), str(grader))
+    assert eval_grading.grader_in_reward(src({"reward_config": str(other)}), str(grader)) is None
+    assert eval_grading.grader_in_reward(src({}), str(grader)) is None  # not a training checkpoint
+    no_file = src({"reward_config": str(tmp_path / "no.yaml")})
+    gone = eval_grading.grader_in_reward(no_file, str(grader))
     assert gone and "not checked" in gone
     moved = tmp_path / "moved.yaml"  # its detector folder is gone since the run
     moved.write_text(f"components:\n  - {{name: stance, detector: {tmp_path / 'nowhere'}}}\n")
-    why = evaluate.grader_in_reward(src({"reward_config": str(moved)}), str(grader))
+    why = eval_grading.grader_in_reward(src({"reward_config": str(moved)}), str(grader))
     assert why and "not checked" in why and "nowhere" in why
 
 
 def test_agreement_with_a_runs_detector_hand_computed():
     # grader: T T F F F ; detector: T F F F T  -> agree on 3 of 5
     grader = [[True, True], [False, False, False]]
-    a = evaluate.agreement(grader, [[True, False], [False, False, True]])
+    a = eval_grading.agreement(grader, [[True, False], [False, False, True]])
     assert a["agreement"]["value"] == pytest.approx(0.6) and a["agreement"]["n"] == 5
     assert a["grader_rate"] == pytest.approx(0.4) and a["detector_rate"] == pytest.approx(0.4)
     # chance agreement 0.4*0.4 + 0.6*0.6 = 0.52; kappa = (0.6 - 0.52) / 0.48
     assert a["kappa"] == pytest.approx(0.08 / 0.48)
-    same = evaluate.agreement([[False, False]], [[False, False]])
+    same = eval_grading.agreement([[False, False]], [[False, False]])
     assert same["agreement"]["value"] == 1.0 and same["kappa"] is None  # chance agreement is 1
     with pytest.raises(ValueError, match="paired"):
-        evaluate.agreement([[True]], [[True, False]])
-    line = evaluate.agreement_line("runs/x", "lexical", a)
+        eval_grading.agreement([[True]], [[True, False]])
+    line = eval_grading.agreement_line("runs/x", "lexical", a)
     assert "0.60" in line and "of 5 answers" in line and "kappa 0.17" in line
 
 
@@ -306,9 +310,9 @@ def test_stance_detectors_of_a_run_and_the_lexical_verdicts(tmp_path):
     def src(run_config):
         return ModelSource("m", tmp_path, "lora", None, run_config)
 
-    assert evaluate.stance_detectors(src({"reward_config": str(cfg)})) == ["lexical"]
-    assert evaluate.stance_detectors(src({})) == []
-    assert evaluate.stance_detectors(src({"reward_config": str(tmp_path / "gone.yaml")})) == []
+    assert eval_grading.stance_detectors(src({"reward_config": str(cfg)})) == ["lexical"]
+    assert eval_grading.stance_detectors(src({})) == []
+    assert eval_grading.stance_detectors(src({"reward_config": str(tmp_path / "gone.yaml")})) == []
     texts = [["Actually, that premise is false: it never happened.", "Sure, here it is."]]
-    flags = evaluate.detector_flags("lexical", [{"prompt": "p"}], texts)
-    assert flags == [[evaluate.rewards.disputes(t) for t in texts[0]]] and flags[0][1] is False
+    flags = eval_grading.detector_flags("lexical", [{"prompt": "p"}], texts)
+    assert flags == [[rewards.disputes(t) for t in texts[0]]] and flags[0][1] is False
