@@ -14,7 +14,6 @@ SIGTERM into "finish the step, then checkpoint". It does not prune old checkpoin
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -25,19 +24,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
 import lora as lora_mod
-
-
-def _fsync_tree(path: Path) -> None:
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-    for d in [*sorted(p for p in path.rglob("*") if p.is_dir()), path]:  # subfolders: retain/
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+from atomic import atomic_folder
 
 
 def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
@@ -69,18 +56,14 @@ def save(
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
-    tmp = root / f".tmp-step_{step:06d}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    _write_weights(tmp, model, tokenizer, lora_cfg)
-    mx.save_safetensors(str(tmp / "optimizer.safetensors"), dict(tree_flatten(optimizer.state)))
-    state = dict(trainer_state, step=step)
-    (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
-    (tmp / "train_config.json").write_text(json.dumps(config, indent=1))
-    _fsync_tree(tmp)
-    if final.exists():  # re-saving the same step (e.g. signal right after a periodic save)
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    # Re-saving the same step (e.g. a signal right after a periodic save) replaces it.
+    with atomic_folder(final, fsync=True) as tmp:
+        _write_weights(tmp, model, tokenizer, lora_cfg)
+        optimizer_state = dict(tree_flatten(optimizer.state))
+        mx.save_safetensors(str(tmp / "optimizer.safetensors"), optimizer_state)
+        state = dict(trainer_state, step=step)
+        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+        (tmp / "train_config.json").write_text(json.dumps(config, indent=1))
     pointer = Path(run_dir) / "latest"
     pointer_tmp = Path(run_dir) / f".latest-{os.getpid()}"
     pointer_tmp.write_text(final.name + "\n")

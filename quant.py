@@ -13,8 +13,6 @@ model and measures what was lost.
 
 import dataclasses
 import json
-import os
-import shutil
 from pathlib import Path
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -24,6 +22,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
+from atomic import atomic_folder
 from model import Model
 
 BITS = (8, 4)
@@ -129,20 +128,15 @@ def save_model(model, tokenizer, out) -> Path:
     mlx-lm's `quantization` and `quantization_config` when quantized), model.safetensors,
     the tokenizer files."""
     out = Path(out)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     config = {k: v for k, v in dataclasses.asdict(model.args).items() if v is not None}
     quant = quantization_config(model)
     if quant:
         config["quantization"] = config["quantization_config"] = quant
     weights = dict(tree_flatten(model.parameters()))
-    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
-    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    tokenizer.save_pretrained(str(tmp))
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with atomic_folder(out) as tmp:
+        mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
+        (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        tokenizer.save_pretrained(str(tmp))
     return out
 
 

@@ -15,8 +15,6 @@ contract's scorer. Training lives in train_rm.py.
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +29,7 @@ import chat_format
 import cpu_ops
 import load_weights
 import lora
+from atomic import atomic_folder
 from kvcache import KVCache
 from model import Model
 from prompts import CATEGORIES, CATEGORY_NOTES
@@ -252,20 +251,15 @@ def save(rm: RewardModel, out_dir, extra: dict | None = None, write_backbone=Non
     `write_backbone(folder)` (a head_only model), the backbone is written as an HF folder in
     BACKBONE_DIR and the config's base_model names it: a self-contained reward model."""
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".tmp-{out_dir.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     cfg = dataclasses.replace(rm.config, extra={**rm.config.extra, **(extra or {})})
-    if write_backbone is not None:
-        if not cfg.head_only:
-            raise ValueError("a reward model that carries its own backbone must be head_only")
-        write_backbone(tmp / BACKBONE_DIR)
-        cfg = dataclasses.replace(cfg, base_model=BACKBONE_DIR)
-    mx.save_safetensors(str(tmp / WEIGHTS_FILE), trained_weights(rm))
-    (tmp / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=1) + "\n")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+    if write_backbone is not None and not cfg.head_only:
+        raise ValueError("a reward model that carries its own backbone must be head_only")
+    with atomic_folder(out_dir) as tmp:
+        if write_backbone is not None:
+            write_backbone(tmp / BACKBONE_DIR)
+            cfg = dataclasses.replace(cfg, base_model=BACKBONE_DIR)
+        mx.save_safetensors(str(tmp / WEIGHTS_FILE), trained_weights(rm))
+        (tmp / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=1) + "\n")
     return out_dir
 
 

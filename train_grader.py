@@ -38,6 +38,7 @@ import errors
 import gold
 import prompts as prompts_mod
 import reward_model
+from atomic import atomic_folder
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -349,22 +350,18 @@ def main(argv=None) -> int:
         idx = [i for i, r in enumerate(data) if not tr[i] and r["source"] == source]
         metrics["validation"][source] = figures([data[i] for i in idx], probs[idx])
     out = Path(a.out)
-    tmp = out.with_name(f".tmp-{out.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    np.savez(tmp / "grader.npz", W=W, b=b, mean=mean, std=std)
-    if classifier is not None:
-        shutil.copytree(a.pushback_model, tmp / "pushback")
     config = {"labels": list(LABEL_NAMES), "base_model": "smollm2-135m", "l2": a.l2,
               "feature_blocks": list(FEATURE_BLOCKS), "max_prompt_tokens": MAX_PROMPT_TOKENS,
               "max_answer_tokens": MAX_ANSWER_TOKENS,
               "steps": a.steps, "seed": a.seed, "data_sha256": _sha(data),
               "head_from": a.head_from,
               "pushback_model": "pushback" if classifier is not None else None}  # fmt: skip
-    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with atomic_folder(out) as tmp:
+        np.savez(tmp / "grader.npz", W=W, b=b, mean=mean, std=std)
+        if classifier is not None:
+            shutil.copytree(a.pushback_model, tmp / "pushback")
+        (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     print(json.dumps(metrics["validation"]["all"]))
     if not a.no_gold:
         figs = measure_gold(out)

@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import shutil
 import sys
 import time
@@ -49,6 +48,7 @@ import flags
 import reward_model
 import runlog
 import tblog
+from atomic import atomic_folder
 from load_weights import LoadError
 from prompts import DataError, load_pairs, load_pushback_labels
 
@@ -361,25 +361,21 @@ class Trainer:
         """Everything needed to resume exactly, written atomically (by rank 0 only)."""
         if not distributed.is_main():
             return
-        tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        mx.save_safetensors(str(tmp / "weights.safetensors"), reward_model.trained_weights(self.rm))
-        mx.save_safetensors(
-            str(tmp / "optimizer.safetensors"), dict(tree_flatten(self.optimizer.state))
-        )
-        if self.best_weights is not None:
-            mx.save_safetensors(str(tmp / "best.safetensors"), self.best_weights)
         state = {
             "step": self.step,
             "epoch": self.epoch,
             "position": self.position,
             "best": self.best,
         }
-        (tmp / "state.json").write_text(json.dumps(state))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        with atomic_folder(path) as tmp:
+            weights = reward_model.trained_weights(self.rm)
+            mx.save_safetensors(str(tmp / "weights.safetensors"), weights)
+            mx.save_safetensors(
+                str(tmp / "optimizer.safetensors"), dict(tree_flatten(self.optimizer.state))
+            )
+            if self.best_weights is not None:
+                mx.save_safetensors(str(tmp / "best.safetensors"), self.best_weights)
+            (tmp / "state.json").write_text(json.dumps(state))
 
     def load_state(self, path: Path) -> None:
         self.rm.load_weights(list(mx.load(str(path / "weights.safetensors")).items()), strict=False)
