@@ -65,9 +65,7 @@ class MemoryCeiling:
 def pair_credit(scores: np.ndarray) -> np.ndarray:
     """(2n,) scores, better at 2i and worse at 2i + 1 -> (n,) credit: 1 better > worse, 0.5 tie
     or NaN, 0 otherwise."""
-    b, w = scores[0::2], scores[1::2]
-    credit = np.where(b > w, 1.0, np.where(b < w, 0.0, 0.5))
-    return np.where(np.isfinite(b) & np.isfinite(w), credit, 0.5)
+    return stats.pair_credit(scores[0::2], scores[1::2], failed=0.5)
 
 
 def _mean_by(credit: np.ndarray, labels: list[str]) -> dict:

@@ -33,6 +33,7 @@ from tqdm import tqdm
 import errors
 import flags
 import reward_model
+import stats
 import strict_json
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from kernels import full_kl
@@ -206,10 +207,9 @@ def pair_scores(rm, pairs: list[dict], desc: str | None = None, chunk: int = 32)
 
 
 def pair_accuracy(scores: np.ndarray) -> float:
-    """Fraction of pairs whose better answer scores higher, a tie counting half (as
-    train_rm.pair_accuracy counts)."""
-    gap = scores[:, 0] - scores[:, 1]
-    return float(np.mean(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0))))
+    """(n, 2) scores (better, worse) -> the share of pairs ranked right, a tie counting half and
+    a failed score as a miss (as train_rm's validation counts)."""
+    return float(np.mean(stats.pair_credit(scores[:, 0], scores[:, 1], failed=0.0)))
 
 
 def rm_speed(load, pairs: list[dict]):

@@ -7,8 +7,9 @@ prompts (b - a) with a bootstrap interval that resamples prompts jointly, so the
 difficulty cancels; `unpaired_diff` resamples each side alone, for different prompt sets.
 `figure(values)` packs one figure as {"value", "n", "ci95", "ci_method"}: Wilson for 0/1
 values, bootstrap for anything else; an empty list gives value, ci95 None and n 0 (never NaN).
-`show` and `cell` write a figure (and a paired difference) as table text. Everything is
-seeded: the same input gives the same interval.
+`show` and `cell` write a figure (and a paired difference) as table text. `pair_credit` is the
+per-pair credit of a ranking of preference pairs (a tie half). Everything is seeded: the same
+input gives the same interval.
 """
 
 import math
@@ -58,6 +59,16 @@ def finite_mean(values) -> float | None:
     """The mean of the values that are numbers and finite (None and NaN left out), or None."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return float(np.mean(vals)) if vals else None
+
+
+def pair_credit(better, worse, failed: float) -> np.ndarray:
+    """Per preference pair, whether a scorer ranks it right: 1 where the better answer scores
+    above the worse, 0 below, 0.5 on a tie, and `failed` where either score is not finite (the
+    judge could not score it). Pairwise accuracy is its mean. bench_judge counts a failed pair
+    0.5, as a tie; train_rm and quantize count it 0, a miss (knowledge/reward_model.md)."""
+    b, w = np.asarray(better), np.asarray(worse)
+    credit = np.where(b > w, 1.0, np.where(b < w, 0.0, 0.5))
+    return np.where(np.isfinite(b) & np.isfinite(w), credit, failed)
 
 
 def is_binary(x: np.ndarray) -> bool:

@@ -47,6 +47,7 @@ import errors
 import flags
 import reward_model
 import runlog
+import stats
 import tblog
 from atomic import atomic_folder
 from load_weights import LoadError
@@ -186,9 +187,9 @@ class PairData:
         for i in distributed.share_of(range(0, len(self.enc), batch)):
             tokens, pad, n = self.batch(rm, range(i, min(i + batch, len(self.enc))))
             r = rm(tokens, pad)
-            gap = np.array(r[:n] - r[n:])
-            correct += list(np.where(gap > 0, 1.0, np.where(gap == 0, 0.5, 0.0)))
-            losses += list(np.logaddexp(0.0, -(gap - self.margin)))
+            better, worse = np.array(r[:n]), np.array(r[n:])
+            correct += list(stats.pair_credit(better, worse, failed=0.0))
+            losses += list(np.logaddexp(0.0, -(better - worse - self.margin)))
         correct, losses = distributed.gather_lists(correct, losses)
         return float(np.mean(correct)), float(np.mean(losses))
 

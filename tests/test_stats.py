@@ -21,6 +21,16 @@ def test_wilson_known_values():
         stats.wilson(11, 10)
 
 
+def test_pair_credit_ties_half_and_failed_as_the_caller_says():
+    # pairs: better above, below, tied, better failed (NaN), worse infinite
+    better = np.array([0.7, 0.1, 0.5, np.nan, 0.3])
+    worse = np.array([0.2, 0.4, 0.5, 0.3, np.inf])
+    assert stats.pair_credit(better, worse, failed=0.5).tolist() == [1.0, 0.0, 0.5, 0.5, 0.5]
+    assert stats.pair_credit(better, worse, failed=0.0).tolist() == [1.0, 0.0, 0.5, 0.0, 0.0]
+    # accuracy with a tie counted half: (1 + 0 + 0.5) / 3
+    assert stats.pair_credit(better[:3], worse[:3], failed=0.0).mean() == pytest.approx(0.5)
+
+
 def test_bootstrap_mean_constant_and_normal_theory():
     assert stats.bootstrap_mean([2.5] * 30) == (2.5, 2.5)
     x = np.random.default_rng(1).normal(3.0, 2.0, 400)
