@@ -35,7 +35,7 @@ import stats
 import strict_json
 import tasks
 from gwen import Gwen
-from prompts import DataError, load_pairs
+from prompts import DataError, load_pairs, select_split
 from rubric import Rubric
 
 
@@ -275,8 +275,8 @@ def judge_speed(gwen: Gwen, pairs, a) -> dict:
 
 def select_pairs(path: str, split: str | None, limit: int | None) -> list[dict]:
     pairs = load_pairs(path)
-    if split and any("split" in p for p in pairs):
-        pairs = [p for p in pairs if p.get("split") == split]
+    if split and any("split" in p for p in pairs):  # a file without splits is used whole
+        pairs = select_split(pairs, split, missing=None)
     if not pairs:
         raise DataError(f"{path}: no pairs in split {split!r}")
     return pairs[:limit]

@@ -20,7 +20,7 @@ import reward_model
 import rewards
 import stats
 from eval_cache import Cache, model_fingerprint
-from prompts import DataError, load_pushback_labels
+from prompts import DataError, load_pushback_labels, select_split
 
 
 class PushbackClassifier:
@@ -33,7 +33,7 @@ class PushbackClassifier:
         key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
         acc = cache.get(key)
         if acc is None:
-            test = [r for r in load_pushback_labels(labels) if r.get("split") == "test"]
+            test = select_split(load_pushback_labels(labels), "test", missing="train")
             if not test:
                 raise DataError(f"{labels}: no record has split 'test'; cannot measure accuracy")
             probs = self.probabilities(

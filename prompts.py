@@ -288,6 +288,14 @@ def _first_record(path) -> dict:
     return {}
 
 
+def select_split(records: list[dict], split: str, missing: str | None) -> list[dict]:
+    """The records whose `split` field is `split`; a record without one counts as in `missing`.
+    The readers disagree on that record, so each says: "train" in train_rm and quantize (a file
+    without split fields is all training data) and in the classifier's test split, None (in no
+    split) in bench_judge once any record of the file has a split (knowledge/reward_model.md)."""
+    return [r for r in records if r.get("split", missing) == split]
+
+
 def eval_subset(records: list[dict], limit: int | None) -> list[dict]:
     """The first `limit` records taken round-robin over categories, so every category counts."""
     by_cat = {}

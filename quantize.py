@@ -38,7 +38,7 @@ import strict_json
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from kernels import full_kl
 from load_weights import MODEL_HELP, LoadError, resolve
-from prompts import eval_subset, load_pairs, load_prompts
+from prompts import SPLITS, eval_subset, load_pairs, load_prompts, select_split
 from quant import (
     block_linears,
     check_settings,
@@ -47,7 +47,6 @@ from quant import (
     quantized_layers,
     save_model,
 )
-from train_rm import split_records as split_pairs
 
 REPORT_FILE = "quantize_report.json"
 
@@ -361,7 +360,7 @@ def select_pairs(pairs: list[dict], split: str, path) -> list[dict]:
     """The pairs of `split` ("all": every pair); a pair without a split field is train."""
     if split == "all":
         return pairs
-    by_split = split_pairs(pairs)
+    by_split = {s: select_split(pairs, s, missing="train") for s in SPLITS}
     if split not in by_split:
         raise ValueError(f"--split {split!r}: use train, val, test or all")
     if not by_split[split]:

@@ -51,7 +51,7 @@ import stats
 import tblog
 from atomic import atomic_folder
 from load_weights import LoadError
-from prompts import DataError, load_pairs, load_pushback_labels
+from prompts import SPLITS, DataError, load_pairs, load_pushback_labels, select_split
 
 _f = flags.option
 
@@ -130,10 +130,7 @@ def file_sha256(path) -> str:
 
 def split_records(records: list[dict]) -> dict[str, list[dict]]:
     """Records by split; a file without a split field is all `train` (then no validation)."""
-    out = {"train": [], "val": [], "test": []}
-    for r in records:
-        out[r.get("split", "train")].append(r)
-    return out
+    return {s: select_split(records, s, missing="train") for s in SPLITS}
 
 
 def check_data(cfg) -> None:

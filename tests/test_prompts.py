@@ -8,7 +8,14 @@ import re
 
 import pytest
 
-from prompts import CATEGORIES, CRITERIA, DataError, load_judge_pairs, load_prompts
+from prompts import (
+    CATEGORIES,
+    CRITERIA,
+    DataError,
+    load_judge_pairs,
+    load_prompts,
+    select_split,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -236,3 +243,16 @@ def test_load_judge_pairs_rejects_bad_lines_with_line_number(case, tmp_path):
 
 def test_data_error_is_a_value_error():
     assert issubclass(DataError, ValueError)
+
+
+def test_select_split_places_a_record_without_split_where_the_caller_says():
+    records = [{"id": "a", "split": "train"}, {"id": "b"}, {"id": "c", "split": "test"}]
+
+    def ids(rs):
+        return [r["id"] for r in rs]
+
+    assert ids(select_split(records, "train", missing="train")) == ["a", "b"]
+    assert ids(select_split(records, "train", missing=None)) == ["a"]
+    assert ids(select_split(records, "test", missing="train")) == ["c"]
+    assert ids(select_split(records, "test", missing=None)) == ["c"]
+    assert select_split(records, "val", missing="train") == []
