@@ -14,6 +14,8 @@ text out: no model here.
 import random
 import re
 
+from diversity import word_count
+
 KINDS = ("cut", "shuffled", "repeat", "filler")
 STYLES = ("train", "probe")
 MIN_WORDS = 8  # shorter answers have too little to cut or shuffle
@@ -89,8 +91,8 @@ def variant(text: str, kind: str, rng: random.Random, style: str) -> str:
         raise ValueError(f"broken kind {kind!r}: use one of {list(KINDS)}")
     if style not in STYLES:
         raise ValueError(f"style {style!r}: use one of {list(STYLES)}")
-    if len(text.split()) < MIN_WORDS:
-        raise ValueError(f"an answer of {len(text.split())} words is too short to break")
+    if word_count(text) < MIN_WORDS:
+        raise ValueError(f"an answer of {word_count(text)} words is too short to break")
     return VARIANTS[kind](text, rng, style)
 
 
@@ -103,7 +105,7 @@ def broken_pairs(pairs: list[dict], kinds, style: str, seed: int, per_pair: int 
     if not 1 <= per_pair <= len(kinds):
         raise ValueError(f"per_pair={per_pair}: use 1..{len(kinds)} (one variant per kind)")
     rng = random.Random(seed)
-    eligible = [p for p in pairs if len(p["better"].split()) >= MIN_WORDS]
+    eligible = [p for p in pairs if word_count(p["better"]) >= MIN_WORDS]
     out = []
     for i, p in enumerate(eligible):
         for j in range(per_pair):

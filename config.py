@@ -107,7 +107,7 @@ class TrainConfig:
     judge_batch_size: int = _f(24, "completions the judge scores per forward batch")
     enable_thinking: bool = _f(False, "let a Qwen3 policy think (<think> blocks); off by default")
     length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
-    length_target: int = _f(120, "words allowed before the length penalty")
+    length_target: int = _f(rewards.LENGTH_TARGET, "words allowed before the length penalty")
     eval_every: int = _f(0, "evaluate on --eval-data every N steps (0 = off)")
     eval_limit: int = _f(32, "eval prompts per evaluation")
     save_every: int = _f(10, "checkpoint every N steps (and at the end, and on Ctrl-C)")

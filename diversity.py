@@ -22,6 +22,13 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def word_count(text: str) -> int:
+    """Whitespace-separated words, punctuation attached: the unit of every length limit (the
+    reward's length penalty, the rubric's length_beta, broken_text.MIN_WORDS). The figures that
+    report an answer's length count `words(text)`, which skips a lone "-" or "..."."""
+    return len(text.split())
+
+
 def ngrams(tokens: list[str], n: int) -> list[tuple]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 

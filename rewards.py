@@ -32,7 +32,7 @@ import numpy as np
 import chess_task
 import reward_model
 import rubric
-from diversity import jaccard
+from diversity import jaccard, word_count
 from errors import UserError
 
 RewardFn = Callable[..., list[float]]
@@ -43,15 +43,11 @@ class RewardError(UserError, ValueError):
     """A reward spec, file, function or model that cannot be used; the CLIs print it, exit 2."""
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
 def happy_reward(prompts: list[str], completions: list[str], **kw) -> list[float]:
     """Fraction of whitespace-split words that are "happy" (any case, edge punctuation stripped)."""
     scores = []
     for text in completions:
-        words = _words(text)
+        words = text.split()
         hits = sum(w.strip(string.punctuation).lower() == "happy" for w in words)
         scores.append(hits / len(words) if words else 0.0)
     return scores
@@ -64,6 +60,9 @@ def asks_question(prompts: list[str], completions: list[str], **kw) -> list[floa
     return [1.0 if _QUESTION.search(text) else 0.0 for text in completions]
 
 
+LENGTH_TARGET = 120  # words an answer may have before the length penalty (--length-target)
+
+
 def length_penalty(completions: list[str], *, target_words: int, per_word: float) -> list[float]:
     """-per_word for each word beyond target_words (0 at or under it); add it to a reward."""
     if target_words < 0 or per_word < 0:
@@ -71,7 +70,7 @@ def length_penalty(completions: list[str], *, target_words: int, per_word: float
             f"length_penalty needs target_words >= 0 and per_word >= 0, got "
             f"target_words={target_words}, per_word={per_word}"
         )
-    return [-per_word * max(0, len(_words(text)) - target_words) for text in completions]
+    return [-per_word * max(0, word_count(text) - target_words) for text in completions]
 
 
 # The lexical pushback markers: evaluate's in-training control tripwire and hacks'
@@ -651,7 +650,7 @@ class Scorer:
     of values raises. With several components each row's details hold every component's value
     (and its own details under `name/`)."""
 
-    def __init__(self, parts, length_target: int = 120, length_per_word: float = 0.0):
+    def __init__(self, parts, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
         length_penalty([], target_words=length_target, per_word=length_per_word)  # validate now
         self.parts = parts  # [(Component, score function)]
         self.length_target, self.length_per_word = length_target, length_per_word
@@ -695,7 +694,7 @@ def _merge_details(per_part, n: int) -> list[dict] | None:
 def build_scorer(
     components: list[Component],
     ctx: RewardContext,
-    length_target: int = 120,
+    length_target: int = LENGTH_TARGET,
     length_per_word: float = 0.0,
 ) -> Scorer:
     """Bind checked components to what they need (a judge, a reward-model folder, a file)."""
@@ -703,7 +702,7 @@ def build_scorer(
     return Scorer(parts, length_target, length_per_word)
 
 
-def scorer_from_fn(fn: RewardFn, length_target: int = 120, length_per_word: float = 0.0):
+def scorer_from_fn(fn: RewardFn, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
     """A Scorer around one plain reward function (tests, programs that hold the function)."""
     comp = Component("fn", 1.0, {"file": "<in-process>", "function": fn.__name__})
     return Scorer([(comp, _plain(fn))], length_target, length_per_word)

@@ -25,7 +25,7 @@ import numpy as np
 import chat_format
 import cpu_ops
 import kernels
-from diversity import jaccard
+from diversity import jaccard, word_count
 from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,7 @@ class Rubric:
         if self.calibration == "content_free" and items:
             scores = self._content_free_calibrated(items, logits)
         if self.length_beta and items:
-            words = np.array([len(completions[it.index].split()) for it in items])
+            words = np.array([word_count(completions[it.index]) for it in items])
             scores = scores - self.length_beta * np.log1p(words)
         for it, s in zip(items, scores, strict=True):
             out[it.index] = s

@@ -11,6 +11,13 @@ def test_words_ignore_case_and_punctuation():
     assert D.words("Happy, HAPPY! don't stop.") == ["happy", "happy", "don't", "stop"]
 
 
+def test_word_count_splits_on_white_space_only():
+    # "Yes - it is... true!" -> Yes, -, it, is..., true! = 5; words() drops the lone "-": 4
+    assert D.word_count("Yes - it is... true!") == 5
+    assert len(D.words("Yes - it is... true!")) == 4
+    assert D.word_count("  \n ") == 0 and D.word_count("one\ttwo\nthree") == 3
+
+
 def test_distinct_n_by_hand():
     # bigrams: "a b", "b a", "a b" | "c d" -> 3 unique of 4
     assert D.distinct_n(["a b a b", "c d"], 2) == pytest.approx(3 / 4)
