@@ -35,7 +35,7 @@ import stats
 import strict_json
 import tasks
 from gwen import Gwen
-from prompts import DataError, load_pairs, select_split
+from prompts import RM_PAIRS, DataError, load_pairs, select_split
 from rubric import Rubric
 
 
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--pairs",
-        default="data/rm_pairs.jsonl",
+        default=RM_PAIRS,
         help="pairs file (id, criterion, "
         "category, prompt, better, worse; optional source, kind, split)",
     )

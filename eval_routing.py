@@ -33,7 +33,7 @@ import rewards
 import strict_json
 from gwen import Gwen
 from load_weights import MODEL_HELP, resolve
-from prompts import eval_subset, load_prompts
+from prompts import EVAL_PROMPTS, eval_subset, load_prompts
 from reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
@@ -149,7 +149,7 @@ def _settings(args, run_cfg: dict) -> dict:
         return default
 
     out = {
-        "data": pick("data", "eval_data", "data/eval.jsonl"),
+        "data": pick("data", "eval_data", EVAL_PROMPTS),
         "task_reward": pick("task_reward", "task_reward", run_cfg.get("reward")),
         "hack_detectors": pick("hack_detectors", "hack_detectors", None),
         "limit": pick("limit", "eval_limit", 16),

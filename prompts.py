@@ -38,6 +38,11 @@ PROMPT_FIELDS = ("id", "category", "prompt", "source")
 JUDGE_PAIR_FIELDS = ("id", "criterion", "category", "prompt", "better", "worse")
 PAIR_OPTIONAL_FIELDS = ("source", "kind", "split")
 SPLITS = ("train", "val", "test")
+
+# The default files, relative to the repository root (the commands run from it).
+TRAIN_PROMPTS = "data/prompts.jsonl"  # the values task's training prompts
+EVAL_PROMPTS = "data/eval.jsonl"  # its held-out prompts: evaluation, routing eval, quantize's KL
+RM_PAIRS = "data/rm_pairs.jsonl"  # reward-model preference pairs with their splits
 # What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
 PAIR_KINDS = (
     "misconception",  # worse states or accepts a false claim; better is correct / corrects it

@@ -38,7 +38,15 @@ import strict_json
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from kernels import full_kl
 from load_weights import MODEL_HELP, LoadError, resolve
-from prompts import SPLITS, eval_subset, load_pairs, load_prompts, select_split
+from prompts import (
+    EVAL_PROMPTS,
+    RM_PAIRS,
+    SPLITS,
+    eval_subset,
+    load_pairs,
+    load_prompts,
+    select_split,
+)
 from quant import (
     block_linears,
     check_settings,
@@ -295,14 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--out", help="output folder (default: beside the source, NAME-q8)")
     p.add_argument("--dtype", help="float32 | float16 | bfloat16 (default: backend's)")
-    p.add_argument("--prompts", dest="data", default="data/eval.jsonl",
+    p.add_argument("--prompts", dest="data", default=EVAL_PROMPTS,
                    help="held-out prompt file (policy KL)")  # fmt: skip
     p.add_argument("--limit", type=int, default=32, help="prompts answered (round-robin)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="max tokens per answer")
     p.add_argument("--temperature", type=float, default=1.0, help="answer sampling (0 = greedy)")
     p.add_argument("--seed", type=int, default=0, help="answer sampling seed")
     p.add_argument("--batch", type=int, default=8, help="prompts sampled and read per batch")
-    p.add_argument("--pairs", default="data/rm_pairs.jsonl", help="preference pairs (RM)")
+    p.add_argument("--pairs", default=RM_PAIRS, help="preference pairs (RM)")
     p.add_argument("--split", default="test", help="train | val | test | all (RM pairs)")
     p.add_argument("--pair-limit", type=int, help="score only the split's first N pairs (RM)")
     p.add_argument(

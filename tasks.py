@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import chess_task
-from prompts import load_prompts
+from prompts import EVAL_PROMPTS, TRAIN_PROMPTS, load_prompts
 
 
 def load_chess_records(path) -> list[dict]:
@@ -109,8 +109,8 @@ class Task:
 TASKS: dict[str, Task] = {
     "values": Task(
         "values",
-        data="data/prompts.jsonl",
-        eval_data="data/eval.jsonl",
+        data=TRAIN_PROMPTS,
+        eval_data=EVAL_PROMPTS,
         reward=DEFAULT_VALUES_REWARD,
         load=load_prompts,
         refuses={"chess": "it scores against chess labels; use --task chess"},

@@ -78,7 +78,7 @@ def norm(text: str) -> str:
 
 def eval_prompts() -> set[str]:
     out = set()
-    for f in ("data/eval.jsonl", "data/eval_external.jsonl"):
+    for f in (prompts_mod.EVAL_PROMPTS, "data/eval_external.jsonl"):
         out |= {norm(r["prompt"]) for r in load_prompts(ROOT / f)}
     return out
 

@@ -51,7 +51,14 @@ import stats
 import tblog
 from atomic import atomic_folder
 from load_weights import LoadError
-from prompts import SPLITS, DataError, load_pairs, load_pushback_labels, select_split
+from prompts import (
+    RM_PAIRS,
+    SPLITS,
+    DataError,
+    load_pairs,
+    load_pushback_labels,
+    select_split,
+)
 
 _f = flags.option
 
@@ -59,7 +66,7 @@ _f = flags.option
 @dataclass
 class RMTrainConfig:
     model: str = _f("smollm2-135m", "base checkpoint: HF folder, hub id or smollm2-135m")
-    pairs: str = _f("data/rm_pairs.jsonl", "preference pairs with a split field")
+    pairs: str = _f(RM_PAIRS, "preference pairs with a split field")
     labels: str | None = _f(
         None, "pushback-labelled answers instead of pairs: train a classifier (BCE)"
     )
