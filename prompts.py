@@ -24,6 +24,26 @@ from errors import UserError
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
 CRITERIA = ("curiosity", "nonsense", "scrutiny")
 
+# The criteria that judge an answer to a prompt of each category (rubric.DEFAULT_CRITERIA). Control
+# prompts (sound, true premises) are judged on all three: accepting the premise there scores top,
+# which makes scrutiny and nonsense detection symmetric and penalizes pushing back on everything.
+JUDGED_ON = {
+    "false_premise": ("scrutiny",),
+    "nonsense": ("nonsense",),
+    "curiosity": ("curiosity",),
+    "control": ("curiosity", "nonsense", "scrutiny"),
+}
+# The one criterion a preference pair on a prompt of each category is labelled with when its
+# source names none (data/make_rm_data.py): the category's judging criterion, and for control,
+# which all three judge, scrutiny (a control pair tests accepting a true premise).
+PAIR_CRITERION = {
+    "false_premise": "scrutiny",
+    "nonsense": "nonsense",
+    "curiosity": "curiosity",
+    "control": "scrutiny",
+}
+assert all(PAIR_CRITERION[c] in JUDGED_ON[c] for c in CATEGORIES), "a pair's criterion must judge"
+
 # What the data set says about a prompt of each category, as the judge and the reward model are
 # told it (not asked: a 135M model cannot be trusted to tell nonsense or a false premise from a
 # sound question). Each note completes "About the question: ...".

@@ -26,7 +26,7 @@ import chat_format
 import cpu_ops
 import kernels
 from diversity import jaccard, word_count
-from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA
+from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA, JUDGED_ON
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +126,18 @@ class Criterion:
         )
 
 
-# Scrutiny and nonsense detection also judge control prompts (sound, true premises), where
-# accepting the premise and answering scores top: that is what makes them symmetric and what
-# penalizes a policy that pushes back on everything. Curiosity is not judged on nonsense (engaging
-# with word salad is the failure) nor on false premises (scrutiny is the point there).
+def _judges(criterion: str) -> frozenset:
+    """The categories `criterion` judges (prompts.JUDGED_ON)."""
+    return frozenset(cat for cat, names in JUDGED_ON.items() if criterion in names)
+
+
+# Every criterion judges control prompts too (prompts.JUDGED_ON says why). Curiosity is not judged
+# on nonsense (engaging with word salad is the failure) nor on false premises (scrutiny is the
+# point there).
 DEFAULT_CRITERIA = (
-    Criterion("curiosity", 1.0, CURIOSITY_TEMPLATE, frozenset({"curiosity", "control"})),
-    Criterion("nonsense", 1.0, NONSENSE_TEMPLATE, frozenset({"nonsense", "control"})),
-    Criterion("scrutiny", 1.0, SCRUTINY_TEMPLATE, frozenset({"false_premise", "control"})),
+    Criterion("curiosity", 1.0, CURIOSITY_TEMPLATE, _judges("curiosity")),
+    Criterion("nonsense", 1.0, NONSENSE_TEMPLATE, _judges("nonsense")),
+    Criterion("scrutiny", 1.0, SCRUTINY_TEMPLATE, _judges("scrutiny")),
 )
 # The data sets name criteria too (prompts.CRITERIA, e.g. judge pairs): one vocabulary.
 assert tuple(c.name for c in DEFAULT_CRITERIA) == CRITERIA, "rubric and prompts.CRITERIA differ"

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from prompts import (  # noqa: E402
     CATEGORIES,
     CRITERIA,
+    PAIR_CRITERION,
     PAIR_KINDS,
     PUSHBACK_KINDS,
     SPLITS,
@@ -53,13 +54,6 @@ FRACTIONS = {
     "coconot_pref": (0.2, 0.1),
     "project_judge_pairs": (0.2, 0.1),
     "pushback_handwritten": (0.3, 0.1),
-}
-# The value a pair on a prompt of this category tests, unless its source says otherwise.
-CRITERION_OF = {
-    "false_premise": "scrutiny",
-    "nonsense": "nonsense",
-    "curiosity": "curiosity",
-    "control": "scrutiny",
 }
 HANDWRITTEN_FILES = (
     "hw_length_trap.yaml",
@@ -223,7 +217,7 @@ def handwritten_pairs() -> tuple[list, list]:
             rec = fields(path, item, f"pairs[{i}]", req, optional=("criterion", "labels"))
             where = f"pairs[{i}] (line {item['__line__']})"
             check_in(path, where, "category", rec["category"], CATEGORIES)
-            criterion = rec.get("criterion", CRITERION_OF[rec["category"]])
+            criterion = rec.get("criterion", PAIR_CRITERION[rec["category"]])
             check_in(path, where, "criterion", criterion, CRITERIA)
             id_ = f"hw-{kind}-{i + 1:03d}"
             texts = (rec["prompt"], rec["better"], rec["worse"])

@@ -11,6 +11,8 @@ import pytest
 from prompts import (
     CATEGORIES,
     CRITERIA,
+    JUDGED_ON,
+    PAIR_CRITERION,
     DataError,
     load_judge_pairs,
     load_prompts,
@@ -256,3 +258,15 @@ def test_select_split_places_a_record_without_split_where_the_caller_says():
     assert ids(select_split(records, "test", missing="train")) == ["c"]
     assert ids(select_split(records, "test", missing=None)) == ["c"]
     assert select_split(records, "val", missing="train") == []
+
+
+def test_a_control_pair_is_labelled_scrutiny_though_all_three_criteria_judge_control():
+    # rubric.py judges a control answer on every criterion; a preference pair carries one label
+    assert JUDGED_ON["control"] == CRITERIA
+    assert PAIR_CRITERION == {
+        "false_premise": "scrutiny",
+        "nonsense": "nonsense",
+        "curiosity": "curiosity",
+        "control": "scrutiny",
+    }
+    assert all(PAIR_CRITERION[c] in JUDGED_ON[c] for c in CATEGORIES)
