@@ -10,7 +10,6 @@ make the data (chess_data.py, the Stockfish generator), train, sample or hold a 
 (tasks.py). Formats, conventions and reward formulas: knowledge/chess.md.
 """
 
-import json
 import math
 import os
 import re
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 
 import chess
 
-from prompts import DataError, data_error
+from prompts import data_error, read_jsonl
 
 TASKS = ("P", "A")
 N_CANDIDATES = 5  # moves Stockfish lists per P: position (fewer where fewer are legal)
@@ -269,33 +268,13 @@ def check_chess_record(record) -> list[str]:
     return _check_policy(record, board) if record["task"] == "P" else _check_arbiter(record)
 
 
-def _read_lines(path: str) -> list[str]:
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: file not found; check the path or {_REGENERATE}", path=path)
-    with open(path, encoding="utf-8") as f:
-        try:
-            lines = f.read().splitlines()
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}: not UTF-8 text ({e}); {_REGENERATE}", path=path) from e
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
-    return lines
-
-
 def load_chess(path) -> list[dict]:
     """Chess records from a JSONL file, every line checked (`check_chess_record`), ids and prompts
     unique. Raises DataError naming the file, the first bad line and the fix."""
     path = os.fspath(path)
-    errors, records, seen = [], [], {"id": {}, "prompt": {}}
-    for line_no, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
-            continue
+    values, errors = read_jsonl(path, f"check the path or {_REGENERATE}")
+    records, seen = [], {"id": {}, "prompt": {}}
+    for line_no, record in values:
         problems = check_chess_record(record)
         if not problems:  # fields are known good, so the uniqueness checks can index them
             for name, first_lines in seen.items():

@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 
 from errors import as_user_error, cli
-from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error
+from prompts import ANSWER_LABELS, CATEGORIES, data_error, read_jsonl
 from stats import wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,30 +55,12 @@ LABEL_FIELDS = {
 }
 
 
-def _read_lines(path) -> list[str]:
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: file not found; check the path", path=path)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
-    return lines
-
-
 def _parse(path, fields: dict) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:
     """[(line, record)] of the lines whose fields are all present and well-typed, and the
     problems [(line, message)] of the others; duplicate ids are problems too."""
-    records, errors, first = [], [], {}
-    for n, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            errors.append((n, "blank line; remove it (one JSON object per line)"))
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append((n, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
-            continue
+    values, errors = read_jsonl(path)
+    records, first = [], {}
+    for n, rec in values:
         if not isinstance(rec, dict):
             errors.append((n, f"expected a JSON object, got {type(rec).__name__}"))
             continue
@@ -158,7 +140,7 @@ def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE, answer_fields=None)
             )
     for path, errors in ((answers_path, a_err), (labels_path, l_err)):
         if errors:
-            raise data_error(os.fspath(path), sorted(errors, key=lambda e: e[0]))
+            raise data_error(os.fspath(path), errors)
     label_of = {rec["id"]: rec for _, rec in labels}
     return [
         {**rec, **{k: label_of[rec["id"]][k] for k in LABEL_FIELDS if k != "id"}}

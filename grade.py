@@ -39,7 +39,7 @@ import load_weights
 import reward_model
 from errors import as_user_error, cli
 from gold import LABELS, grader_figures
-from prompts import CATEGORIES, DataError, data_error, eval_subset
+from prompts import CATEGORIES, DataError, data_error, eval_subset, read_jsonl
 from stats import figure
 
 ROOT = Path(__file__).resolve().parent
@@ -205,22 +205,9 @@ def load_answers(path) -> list[dict]:
     """Records to grade: every line checked first (JSON object, id unique, category known,
     prompt and answer strings); DataError names the file, the line and the fix."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: file not found; check the path", path=path)
-    errors, records, seen = [], [], {}
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if not any(x.strip() for x in lines):
-        raise DataError(f"{path}: file is empty; write one JSON object per line", path=path)
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            errors.append((n, "blank line; remove it (one JSON object per line)"))
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append((n, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
-            continue
+    values, errors = read_jsonl(path)
+    records, seen = [], {}
+    for n, r in values:
         if not isinstance(r, dict):
             errors.append((n, "expected a JSON object with id, category, prompt, answer"))
             continue

@@ -118,8 +118,10 @@ class DataError(UserError, ValueError):
 
 
 def data_error(path, errors: list[tuple[int, str]]) -> DataError:
-    """One line for a file's problems [(line, message)]: the first in full (where, what, the fix),
-    then how many more and on which lines, so a CLI prints it as its one `error:` line."""
+    """One line for a file's problems [(line, message)]: the first line's first in full (where,
+    what, the fix), then how many more and on which lines, so a CLI prints it as its one `error:`
+    line."""
+    errors = sorted(errors, key=lambda e: e[0])  # stable: a line's own problems keep their order
     first, msg = errors[0]
     text = f"{path} line {first}: {msg}"
     if len(errors) > 1:
@@ -129,6 +131,35 @@ def data_error(path, errors: list[tuple[int, str]]) -> DataError:
         where = f"line {shown}" if len(lines) == 1 else f"lines {shown}"
         text += f" (and {len(errors) - 1} more problem(s): {where})"
     return DataError(text, path=path, line=first)
+
+
+def read_jsonl(
+    path, fix: str = "check the path"
+) -> tuple[list[tuple[int, object]], list[tuple[int, str]]]:
+    """A JSONL file's values [(line, value)] and the problems [(line, message)] of its blank and
+    malformed lines: the one reader under every loader, which checks the values, adds its own
+    problems and raises `data_error`. A file that is missing (`fix`: how to get it), not UTF-8
+    or empty is a DataError at once."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found; {fix}", path=path)
+    with open(path, encoding="utf-8") as f:
+        try:
+            lines = f.read().splitlines()
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text ({e}); save it as UTF-8", path=path) from e
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
+    values, errors = [], []
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
+            continue
+        try:
+            values.append((line_no, json.loads(line)))
+        except json.JSONDecodeError as e:
+            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
+    return values, errors
 
 
 def _check_record(record, fields, allowed, optional=(), flags=()):
@@ -170,31 +201,10 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), fla
     returns extra problems for a record that passed the field checks; `optional` and `flags` are
     passed to `_check_record`."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(
-            f"{path}: file not found; check the path or run `uv run python data/make_data.py`",
-            path=path,
-        )
-    with open(path, encoding="utf-8") as f:
-        try:
-            lines = f.read().splitlines()
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}: not UTF-8 text ({e}); save it as UTF-8", path=path) from e
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
-
-    errors = []  # (line_no, message)
+    values, errors = read_jsonl(path, "check the path or run `uv run python data/make_data.py`")
     records = []
     first_seen = {name: {} for name in ("id", *unique_text)}
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
-            continue
+    for line_no, record in values:
         problems = _check_record(record, fields, allowed, optional, flags)
         if not problems and check is not None:
             problems = check(record)

@@ -14,8 +14,10 @@ from prompts import (
     JUDGED_ON,
     PAIR_CRITERION,
     DataError,
+    data_error,
     load_judge_pairs,
     load_prompts,
+    read_jsonl,
     select_split,
 )
 
@@ -270,3 +272,23 @@ def test_a_control_pair_is_labelled_scrutiny_though_all_three_criteria_judge_con
         "control": "scrutiny",
     }
     assert all(PAIR_CRITERION[c] in JUDGED_ON[c] for c in CATEGORIES)
+
+
+def test_read_jsonl_returns_values_and_the_blank_and_malformed_lines(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"id": "a"}\n\n{"id": \n[1, 2]\n', encoding="utf-8")
+    values, errors = read_jsonl(path)
+    assert values == [(1, {"id": "a"}), (4, [1, 2])]  # a non-object is the loader's to refuse
+    assert [n for n, _ in errors] == [2, 3]
+    assert errors[0][1].startswith("blank line") and errors[1][1].startswith("not valid JSON")
+    with pytest.raises(DataError, match="file not found; regenerate it"):
+        read_jsonl(tmp_path / "none.jsonl", fix="regenerate it")
+    path.write_bytes(b'{"id": "\xff"}\n')
+    with pytest.raises(DataError, match="not UTF-8 text"):
+        read_jsonl(path)
+
+
+def test_data_error_reports_the_first_line_first_whatever_the_order_found():
+    err = data_error("f.jsonl", [(3, "late"), (1, "early"), (1, "second on 1")])
+    assert str(err) == "f.jsonl line 1: early (and 2 more problem(s): lines 1, 3)"
+    assert err.line == 1
