@@ -288,38 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint (uses its config; flags such as --steps override)",
     )
     p.add_argument("--plot", metavar="RUN_DIR", help="write PNG curves of RUN_DIR and exit")
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = f.type if isinstance(f.type, type) else str(f.type)
-        if kind is bool:
-            p.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=f.metadata["help"],
-            )
-            continue
-        conv = {int: int, float: float, str: str}.get(kind)
-        if conv is None:  # optional fields: "float | None" etc.; "none" sets None
-            conv = _optional(float if "float" in kind else int if "int" in kind else str)
-        p.add_argument(
-            flag,
-            type=conv,
-            default=argparse.SUPPRESS,
-            help=f"{f.metadata['help']} (default: {_default_text(f)})",
-        )
-    return p
-
-
-def _optional(conv):
-    """An optional field's converter: `none` (any case) is None, so a flag can switch off a
-    setting a task or a config file turned on (`--kl-target none`)."""
-
-    def convert(text: str):
-        return None if text.strip().lower() == "none" else conv(text)
-
-    convert.__name__ = conv.__name__  # argparse names the type in its error message
-    return convert
+    return flags.add_flags(p, TrainConfig, layered=True, default_text=_default_text)
 
 
 def _default_text(f) -> str:

@@ -2,9 +2,9 @@
 
 `option(default, help)` declares a dataclass field with its help text (in the field's metadata);
 `add_flags(parser, cls)` gives each field of `cls` one `--flag-name`, default the field's
-default, typed from its annotation (bools as `--x/--no-x`). train.py's builder (config.py)
-declares its fields with `option` too but adds its flags itself: there a flag left out must stay
-absent, so the task's settings and a --config file can fill it. `renamed(parser, old, new)` keeps
+default, typed from its annotation (bools as `--x/--no-x`); train.py's (config.py) adds them
+`layered`: a flag left out stays absent, so the task's settings and a --config file can fill it,
+and `none` switches an optional setting off. `renamed(parser, old, new)` keeps
 a flag's old spelling working, hidden from --help, with one deprecation line on stderr: one
 spelling per setting across the commands (`--max-new-tokens`, `--prompts-per-step`, ...).
 """
@@ -20,23 +20,42 @@ def option(default, help_text, **metadata):
     return field(default=default, metadata={"help": help_text, **metadata})
 
 
-def add_flags(p: argparse.ArgumentParser, cls) -> argparse.ArgumentParser:
+def add_flags(
+    p: argparse.ArgumentParser, cls, layered: bool = False, default_text=None
+) -> argparse.ArgumentParser:
     """One `--flag` per field of dataclass `cls`: bool fields as BooleanOptionalAction, the rest
-    converted by the type named in the annotation (float, int, else str)."""
+    converted by the type named in the annotation (float, int, else str). `layered` (train.py,
+    whose task and --config file fill what the command line leaves out): a flag not given stays
+    out of the namespace, and an optional field's flag reads `none` as None, so the command line
+    can switch off what a lower layer set. `default_text(field)`: the default as help shows it."""
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
+        default = argparse.SUPPRESS if layered else f.default
         if f.type in (bool, "bool"):
             p.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=f.default,
+                flag, action=argparse.BooleanOptionalAction, default=default,
                 help=f.metadata["help"],
             )  # fmt: skip
             continue
         kind = str(f.type)
         conv = float if "float" in kind else int if "int" in kind else str
+        if layered and "None" in kind:
+            conv = _optional(conv)
+        shown = default_text(f) if default_text else f.default
         p.add_argument(
-            flag, type=conv, default=f.default, help=f"{f.metadata['help']} (default: {f.default})"
+            flag, type=conv, default=default, help=f"{f.metadata['help']} (default: {shown})"
         )
     return p
+
+
+def _optional(conv):
+    """An optional field's converter: `none` (any case) is None (`--kl-target none`)."""
+
+    def convert(text: str):
+        return None if text.strip().lower() == "none" else conv(text)
+
+    convert.__name__ = conv.__name__  # argparse names the type in its error message
+    return convert
 
 
 class _Renamed(argparse.Action):

@@ -253,6 +253,33 @@ def test_renamed_flag_is_a_hidden_alias_that_warns(capsys):
     assert capsys.readouterr().err.startswith("warning: --max-tokens is deprecated")
 
 
+def test_add_flags_plain_and_layered():
+    import argparse
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        steps: int = flags.option(3, "steps")
+        lr: float = flags.option(0.5, "rate")
+        kl_target: float | None = flags.option(None, "target")
+        name: str | None = flags.option(None, "name")
+        plot: bool = flags.option(True, "plot")
+
+    plain = flags.add_flags(argparse.ArgumentParser(), Cfg)
+    assert vars(plain.parse_args([])) == dataclasses.asdict(Cfg())
+    a = plain.parse_args(["--steps", "7", "--kl-target", "0.1", "--name", "none", "--no-plot"])
+    assert (a.steps, a.kl_target, a.name, a.plot) == (7, 0.1, "none", False)
+    assert "steps (default: 3)" in plain.format_help()
+    # layered: a flag left out is absent; `none` switches an optional field off
+    layered = flags.add_flags(
+        argparse.ArgumentParser(), Cfg, layered=True, default_text=lambda f: f"<{f.name}>"
+    )
+    assert vars(layered.parse_args([])) == {}
+    a = layered.parse_args(["--kl-target", "None", "--name", "none", "--lr", "2"])
+    assert vars(a) == {"kl_target": None, "name": None, "lr": 2.0}
+    assert "steps (default: <steps>)" in layered.format_help()
+
+
 def test_strict_json_writes_null_for_non_finite():
     obj = {"a": float("nan"), "b": [1.0, float("inf"), (-math.inf, 2)], "c": np.float32("nan"),
            "d": np.int64(3), "e": {"f": np.float64(0.5)}, "g": "NaN"}  # fmt: skip
