@@ -29,13 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # prompts.py and train_grader.py are at the root
 
-from prompts import CATEGORIES, DataError, load_prompts  # noqa: E402
+from diversity import word_count  # noqa: E402
+from prompts import CATEGORIES, EVAL_PROMPTS, DataError, load_prompts  # noqa: E402
 
 OUT = ROOT / "data" / "sft"
 SHARED = ROOT.parent / "shared" / "datasets"
 MAX_WORDS = 65
 SHARED_RUN = 10  # words in a row an answer may not share with any grader answer
-EVAL_FILES = ("data/eval.jsonl", "data/eval_external.jsonl", "data/gold/answers.jsonl")
+EVAL_FILES = (EVAL_PROMPTS, "data/eval_external.jsonl", "data/gold/answers.jsonl")
 GRADER_FILES = ("data/grader/written.jsonl", "data/pushback_labels.jsonl")
 GRADER_GLOB = "data/grader/policy_answers*.jsonl"
 ENDS = re.compile(r"[.!?][\"')]?$")
@@ -85,7 +86,7 @@ def check_entry(pid, cat, answer, prompts, banned, grader) -> list[str]:
         problems.append(f"{pid}: the grader's data holds this prompt; pick another")
     if not isinstance(answer, str) or not answer.strip():
         return problems + [f"{pid}: the answer is empty"]
-    words = len(answer.split())
+    words = word_count(answer)
     if words > MAX_WORDS:
         problems.append(f"{pid}: {words} words, over {MAX_WORDS}; the policy writes ~80 tokens")
     if not ENDS.search(answer.strip()):
@@ -140,7 +141,7 @@ def falseqa_records(n: int, seed: int) -> list[dict]:
             raise DataError(f"{path} not found: FalseQA is read from ../shared/datasets")
         for i, row in enumerate(csv.DictReader(path.open(encoding="utf-8"))):
             q, a = row["question"].strip(), " ".join(row["answer"].split())
-            if norm(q) in used or not 6 <= len(a.split()) <= MAX_WORDS or not ENDS.search(a):
+            if norm(q) in used or not 6 <= word_count(a) <= MAX_WORDS or not ENDS.search(a):
                 continue
             used.add(norm(q))
             cat = "false_premise" if row["label"] == "1" else "control"
