@@ -24,9 +24,9 @@ def words(text: str) -> list[str]:
 
 def word_count(text: str) -> int:
     """Whitespace-separated words, punctuation attached: the unit of every length limit (the
-    reward's length penalty, the rubric's length_beta, broken_text.MIN_WORDS, the SFT answers'
-MAX_WORDS). The figures that
-    report an answer's length count `words(text)`, which skips a lone "-" or "..."."""
+    reward's length penalty, the rubric's length_beta, broken_text.MIN_WORDS, data/make_sft.py's
+    MAX_WORDS). The figures that report an answer's length count `words(text)`, which skips a
+    lone "-" or "..."."""
     return len(text.split())
 
 
