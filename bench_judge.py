@@ -275,7 +275,10 @@ def judge_speed(gwen: Gwen, pairs, a) -> dict:
 
 def select_pairs(path: str, split: str | None, limit: int | None) -> list[dict]:
     pairs = load_pairs(path)
-    if split and any("split" in p for p in pairs):  # a file without splits is used whole
+    if split == "":  # the old spelling of "all" (quantize.py's word)
+        print("warning: --split '' is deprecated; use --split all", file=sys.stderr)
+        split = "all"
+    if split != "all" and any("split" in p for p in pairs):  # a file without splits: whole
         pairs = select_split(pairs, split, missing=None)
     if not pairs:
         raise DataError(f"{path}: no pairs in split {split!r}")
@@ -313,7 +316,7 @@ def main(argv=None) -> int:
         help="pairs file (id, criterion, "
         "category, prompt, better, worse; optional source, kind, split)",
     )
-    p.add_argument("--split", default="test", help="use pairs of this split ('' = all)")
+    p.add_argument("--split", default="test", help="train | val | test | all (default: test)")
     p.add_argument(
         "--reward",
         action="append",

@@ -1,6 +1,8 @@
 """bench_judge.py's bookkeeping on hand-made pairs and scores: credit, groupings, the length-trap
 subset, length correlation, echo checks, and a constant reward failing loudly."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -96,3 +98,16 @@ def test_probe_report_per_kind_with_intervals():
     assert r["repeat"]["accuracy"] == 0.0 and r["filler"]["accuracy"] == 0.0
     assert r["cut"]["ci95"] == pytest.approx(list(stats.wilson(5, 5)))
     assert calls == [5 + 5 * 4]  # 5 distinct prompts' intact answers + 20 variants, one call
+
+
+def test_split_all_takes_every_pair_and_the_old_empty_spelling_warns(tmp_path, capsys):
+    path = tmp_path / "pairs.jsonl"
+    rows = [{"id": f"p{i}", "criterion": "scrutiny", "category": "control", "prompt": "q",
+             "better": "a", "worse": "b",
+             "split": s} for i, s in enumerate(["train", "test", "test"])]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [p["id"] for p in B.select_pairs(str(path), "test", None)] == ["p1", "p2"]
+    assert len(B.select_pairs(str(path), "all", None)) == 3
+    assert capsys.readouterr().err == ""
+    assert len(B.select_pairs(str(path), "", None)) == 3
+    assert "--split '' is deprecated; use --split all" in capsys.readouterr().err
