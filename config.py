@@ -288,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint (uses its config; flags such as --steps override)",
     )
     p.add_argument("--plot", metavar="RUN_DIR", help="write PNG curves of RUN_DIR and exit")
+    p.add_argument("--json", action="store_true",
+                   help="when the run stops, print its folder, checkpoint and last step's metrics "
+                   "as one JSON object (progress goes to stderr)")  # fmt: skip
     return flags.add_flags(p, TrainConfig, layered=True, default_text=_default_text)
 
 
@@ -323,7 +326,7 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         unknown = sorted(set(base) - known)
         if unknown:
             raise ConfigError(f"{path}: unknown config fields {unknown}; valid: {sorted(known)}")
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "resume", "plot")}
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "resume", "plot", "json")}
     task_name = flags.get("task", base.get("task", TrainConfig.task))
     try:
         training = tasks.get(task_name).training

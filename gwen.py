@@ -30,6 +30,7 @@ import flags
 import kernels
 import load_weights
 import sampling
+import strict_json
 from kvcache import KVCache
 
 
@@ -420,7 +421,7 @@ def check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
 
 
 @errors.cli
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
     p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
@@ -432,6 +433,7 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
     p.add_argument("--enable-thinking", action="store_true", help="let a Qwen3 model think first")
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
+    p.add_argument("--json", action="store_true", help="print one JSON object (texts and speed)")
     flags.renamed(p, "--thinking", "--enable-thinking")
     a = p.parse_args(argv)
     with errors.as_user_error(ValueError):  # the flags, before the model loads
@@ -442,12 +444,22 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     s = gwen.sample_group(a.prompt, a.group_size, a.max_new_tokens, a.temperature, a.top_p, a.seed)
     elapsed = time.perf_counter() - start
+    ntok = int(s.mask.sum().item())
+    if a.json:
+        samples = [
+            {"prompt": a.prompt[i // a.group_size], "sample": i % a.group_size, "text": text,
+             "tokens": int(s.lengths[i]), "finished": bool(s.finished[i])}
+            for i, text in enumerate(s.texts)
+        ]  # fmt: skip
+        print(strict_json.dumps({"model": a.model, "samples": samples, "tokens": ntok,
+                                 "seconds": elapsed, "tokens_per_s": ntok / elapsed}))  # fmt: skip
+        return 0
     for i, text in enumerate(s.texts):
         if len(s.texts) > 1:
             print(f"--- prompt {i // a.group_size}, sample {i % a.group_size}")
         print(text)
-    ntok = int(s.mask.sum().item())
     print(f"[{ntok} tokens in {elapsed:.2f}s, {ntok / elapsed:.1f} tok/s]", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

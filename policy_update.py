@@ -11,6 +11,7 @@ step, counted in `skipped_steps`. Under gradient routing the micro-batches are r
 instead.
 """
 
+import sys
 import time
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -126,7 +127,8 @@ def apply_gradients(run: Run, grads, sums: dict, it: int, clip=_clip_global) -> 
         run.counters["skipped_steps"] += 1
         tqdm.write(
             f"non-finite loss or gradient at iteration {it}: update skipped "
-            f"(total skipped {run.counters['skipped_steps']})"
+            f"(total skipped {run.counters['skipped_steps']})",
+            file=sys.stderr,
         )
     parts = {f"grad_norm/{name}": n.item() for name, n in part_norms.items()}
     return {**{key: v.item() for key, v in sums.items()}, "grad_norm": grad_norm.item(), **parts}

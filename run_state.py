@@ -8,6 +8,7 @@ operate on a run import its type from here (issue 24: the run's type is explicit
 """
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,5 +94,5 @@ def resume_run(run: Run) -> int:
     run.db.truncate_after(state["step"])
     if run.tb:
         run.tb.truncate_after(state["step"])
-    print(f"resumed {run.run_dir} at step {state['step']} from {ckpt.name}")
+    print(f"resumed {run.run_dir} at step {state['step']} from {ckpt.name}", file=sys.stderr)
     return state["step"]

@@ -36,6 +36,7 @@ import numpy as np
 
 import errors
 import eval_routing
+import strict_json
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from runlog import MetricsLog
 
@@ -412,6 +413,9 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=5, help="steps averaged for final figures")
     p.add_argument("--dry-run", action="store_true", help="print the planned runs and exit")
     p.add_argument("--summary-only", action="store_true", help="summarize, run nothing")
+    p.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object"
+    )
     args, passthrough = p.parse_known_args(argv)
     if args.jobs < 1 or args.window < 1:
         raise SweepError("--jobs and --window must be >= 1")
@@ -429,10 +433,17 @@ def main(argv=None) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         failed = {n: rc for n, rc in execute(runs, args.jobs).items() if rc != 0}
     rows = summary_rows(runs, args.window)
-    text = write_summary(rows, aggregate(rows, list(grid)), out_dir)
-    print(text)
-    for path in plot_routing(runs, list(grid), out_dir):
-        print(path)
+    agg = aggregate(rows, list(grid))
+    text = write_summary(rows, agg, out_dir)
+    plots = [str(path) for path in plot_routing(runs, list(grid), out_dir)]
+    if args.json:
+        out = {"out_dir": str(out_dir), "runs": rows, "mean_std_over_seeds": agg, "plots": plots,
+               "failed": failed}  # fmt: skip
+        print(strict_json.dumps(out))
+    else:
+        print(text)
+        for path in plots:
+            print(path)
     for name, rc in failed.items():
         print(f"error: run {name} exited {rc}; see {out_dir / name / 'train.log'}", file=sys.stderr)
     return 1 if failed else 0

@@ -37,6 +37,7 @@ import quant
 import rewards
 import routing
 import runlog
+import strict_json
 import tasks
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
@@ -153,7 +154,7 @@ def _apply_adapters(model, cfg: TrainConfig) -> None:
         n = lora.apply_lora(model, lc["rank"], lc["alpha"], targets, layers)
         desc = f"LoRA rank {lc['rank']}"
     blocks = f"top {cfg.lora_layers} blocks" if cfg.lora_layers else "all blocks"
-    tqdm.write(f"{desc} on {targets}, {blocks}: {n:,} trainable")
+    tqdm.write(f"{desc} on {targets}, {blocks}: {n:,} trainable", file=sys.stderr)
 
 
 def row_seeds(cfg: TrainConfig, step: int, prompts: range, group_size: int) -> list[int]:
@@ -293,7 +294,7 @@ def run(
     )
     if distributed.is_main():
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
-    tqdm.write(f"run dir: {run_dir}")
+    tqdm.write(f"run dir: {run_dir}", file=sys.stderr)
     bar = tqdm(
         total=cfg.steps,
         initial=start,
@@ -323,7 +324,8 @@ def run(
     r.db.close()
     if r.tb:
         r.tb.close()
-    tqdm.write(f"done at step {last_saved}; checkpoint in {run_dir / 'checkpoints'}")
+    done = f"done at step {last_saved}; checkpoint in {run_dir / 'checkpoints'}"
+    tqdm.write(done, file=sys.stderr)
     return run_dir
 
 
@@ -337,8 +339,21 @@ def main(argv=None) -> int:
             print(path)
         return 0
     cfg = resolve_config(args)
-    run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
+    run_dir = run(cfg, resume=bool(args.resume), run_dir=Path(args.resume) if args.resume else None)
+    if args.json and distributed.is_main():
+        print(strict_json.dumps(run_summary(run_dir)))
     return 0
+
+
+def run_summary(run_dir: Path) -> dict:
+    """What `--json` prints when a run stops: its folder, newest checkpoint and last step's
+    metrics (the whole curve is RUN_DIR/metrics.jsonl)."""
+    metrics = run_dir / "metrics.jsonl"
+    rows = runlog.MetricsLog.read(metrics) if metrics.exists() else []
+    latest = checkpoint.latest(run_dir) if (run_dir / "latest").exists() else None
+    last = rows[-1] if rows else None
+    return {"run_dir": str(run_dir), "checkpoint": str(latest) if latest else None,
+            "steps": last["step"] if last else 0, "last": last}  # fmt: skip
 
 
 if __name__ == "__main__":

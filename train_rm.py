@@ -48,6 +48,7 @@ import flags
 import reward_model
 import runlog
 import stats
+import strict_json
 import tblog
 from atomic import atomic_folder
 from load_weights import LoadError
@@ -414,7 +415,7 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
         log.truncate_after(t.step)
         if tb:
             tb.truncate_after(t.step)
-        tqdm.write(f"resumed {work} at step {t.step}")
+        tqdm.write(f"resumed {work} at step {t.step}", file=sys.stderr)
     distributed.check_same(
         lambda: {
             "step and data cursor": (t.step, t.epoch, t.position),
@@ -426,7 +427,8 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     if main:
         (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     counts = t.counts
-    tqdm.write(f"{cfg.data_path()}: {counts} (the test split is never read here)")
+    said = f"{cfg.data_path()}: {counts} (the test split is never read here)"
+    tqdm.write(said, file=sys.stderr)
     bar = tqdm(
         total=cfg.steps,
         initial=t.step,
@@ -455,7 +457,8 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
                 bar.close()
                 if tb:
                     tb.close()
-                tqdm.write(f"stopped at step {t.step}; continue with --resume (state in {work})")
+                said = f"stopped at step {t.step}; continue with --resume (state in {work})"
+                tqdm.write(said, file=sys.stderr)
                 return work
     bar.close()
     if tb:
@@ -476,13 +479,15 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     }
     reward_model.save(t.rm, out, extra)
     shutil.copy(work / "train_log.jsonl", Path(out) / "train_log.jsonl")
-    tqdm.write(f"saved {out} (step {extra['selected_step']}, {extra['metrics']})")
+    said = f"saved {out} (step {extra['selected_step']}, {extra['metrics']})"
+    tqdm.write(said, file=sys.stderr)
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Train a Bradley-Terry reward model (rl-values).")
     p.add_argument("--resume", action="store_true", help="continue OUT.run/state if present")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     flags.add_flags(p, RMTrainConfig)
     return p
 
@@ -491,11 +496,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """The CLI: a bad setting, pairs file or model path is one `error:` line and exit 2."""
     args = vars(build_parser().parse_args(argv))
-    resume = args.pop("resume")
+    resume, as_json = args.pop("resume"), args.pop("json")
     with errors.as_user_error(ValueError):  # RMTrainConfig's checks
         cfg = RMTrainConfig(**args)
-    train(cfg, resume=resume)
+    path = Path(train(cfg, resume=resume))
+    if as_json and distributed.is_main():
+        print(strict_json.dumps(result_summary(path)))
     return 0
+
+
+def result_summary(path: Path) -> dict:
+    """What --json prints: the saved folder's selected step and metrics, or, for a run stopped
+    by a signal (`path` is its state folder), where to resume."""
+    config = path / reward_model.CONFIG_FILE
+    if not config.is_file():
+        return {"out": None, "stopped": True, "state": str(path)}
+    extra = json.loads(config.read_text()).get("extra", {})
+    keep = ("objective", "trained_steps", "selected_step", "metrics", "data", "data_sha256")
+    return {"out": str(path), "stopped": False, **{k: extra.get(k) for k in keep}}
 
 
 if __name__ == "__main__":

@@ -322,3 +322,19 @@ def test_evaluate_on_a_broken_checkpoint_is_one_error_line(damage, checkpoint, t
     code, _, err = call("evaluate", argv, capsys)
     line = assert_one_error_line(code, err)
     assert str(broken) in line, line
+
+
+def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
+    import gwen
+
+    folder = tmp_path / "tiny"
+    save_checkpoint(tiny_model(QWEN3), QWEN3, folder)
+    argv = ["--model", str(folder), "--prompt", "a", "--prompt", "b", "--group-size", "2",
+            "--max-new-tokens", "3", "--json"]  # fmt: skip
+    assert gwen.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(x["prompt"], x["sample"]) for x in out["samples"]] == [
+        ("a", 0), ("a", 1), ("b", 0), ("b", 1)
+    ]
+    assert all(1 <= x["tokens"] <= 3 for x in out["samples"]) and out["tokens"] >= 4
+    assert out["tokens"] == sum(x["tokens"] for x in out["samples"]) and out["seconds"] > 0

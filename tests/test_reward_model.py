@@ -160,10 +160,16 @@ def test_interrupted_run_resumes_exactly(base, tmp_path, monkeypatch):
     monkeypatch.setattr(train_rm.Trainer, "train_step", interrupted)
     assert train_rm.train(half) == tmp_path / "wb", "an interrupted run returns its work folder"
     assert not (tmp_path / "b").exists(), "no final model from an interrupted run"
+    assert train_rm.result_summary(tmp_path / "wb") == {  # what --json prints then
+        "out": None, "stopped": True, "state": str(tmp_path / "wb")
+    }  # fmt: skip
     monkeypatch.setattr(train_rm.Trainer, "train_step", real_step)
     resumed = train_rm.train(half, resume=True)
     wa = mx.load(str(full / reward_model.WEIGHTS_FILE))
     wb = mx.load(str(resumed / reward_model.WEIGHTS_FILE))
+    done = train_rm.result_summary(resumed)
+    assert done["out"] == str(resumed) and not done["stopped"] and done["trained_steps"] >= 3
+    assert done["objective"] == "bradley_terry" and done["selected_step"] <= done["trained_steps"]
     assert wa.keys() == wb.keys() and all(mx.array_equal(wa[k], wb[k]) for k in wa)
     logs = [(tmp_path / w / "train_log.jsonl").read_text().splitlines() for w in ("wa", "wb")]
     strip = [

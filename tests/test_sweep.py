@@ -1,6 +1,7 @@
 """sweep.py: grid expansion, names, dry run, skip/resume, summary, and bad grids (exit 2)."""
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
@@ -129,6 +130,11 @@ def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys)
     assert (out_dir / "summary.csv").exists() and "Mean ± std" in (
         out_dir / "summary.md"
     ).read_text()
+    assert sweep.main([*base, "--fixed", "steps=1", "--summary-only", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)  # one JSON object, nothing else on stdout
+    assert [r["run"] for r in summary["runs"]] == ["seed0", "seed1"] and summary["failed"] == {}
+    assert {Path(x).name for x in summary["plots"]} == {p.name for p in out_dir.glob("*.png")}
+    assert summary["mean_std_over_seeds"] and summary["out_dir"] == str(out_dir)
     assert "2 runs, 0 to do" in _dry(base + ["--fixed", "steps=1"], capsys)
     plan = _dry(base + ["--fixed", "steps=2"], capsys)
     assert "seed0 [resume]: python train.py --resume" in plan

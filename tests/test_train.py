@@ -74,6 +74,14 @@ def test_two_steps_change_every_trainable_parameter(tmp_path):
     assert (run_dir / "rollouts.sqlite").exists()
     loaded, _ = load(str(checkpoint.latest(run_dir)), mx.float32)
     assert all(np.array_equal(np.array(v), after[k]) for k, v in tree_flatten(loaded.parameters()))
+    summary = train.run_summary(run_dir)  # what --json prints when the run stops
+    assert summary["steps"] == 2 and summary["checkpoint"].endswith("step_000002")
+    assert summary["last"]["step"] == 2 and summary["run_dir"] == str(run_dir)
+    assert train.run_summary(tmp_path / "empty") == {
+        "run_dir": str(tmp_path / "empty"), "checkpoint": None, "steps": 0, "last": None
+    }  # fmt: skip
+    args = train.build_parser().parse_args(["--model", "m", "--json"])
+    assert args.json and "json" not in train.resolve_config(args).__dict__  # not a run setting
 
 
 @pytest.mark.parametrize("baseline", ["group", "ema"])
