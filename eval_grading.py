@@ -10,7 +10,6 @@ second opinion (`--pushback-model`) with its test accuracy. Independence (issue 
 """
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +46,7 @@ class PushbackClassifier:
         self.accuracy = acc
 
     def probabilities(self, prompts, answers, categories) -> list[float]:
-        scores = self.model.score(prompts, answers, categories)
-        return [1.0 / (1.0 + math.exp(-s)) for s in scores]
+        return self.model.pushback_probabilities(prompts, answers, categories).tolist()
 
 
 def grade_answers(grader, records, texts) -> dict:
@@ -120,8 +118,8 @@ def detector_flags(detector: str, records, texts) -> list[list[bool]]:
     clf = reward_model.load(str(rewards.rm_folder(detector)))
     flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
     flat_t = [t for ans in texts for t in ans]
-    scores = iter(clf.score(flat_p, flat_t, [None] * len(flat_t)) if flat_t else [])
-    return [[bool(next(scores) > 0.0) for _ in ans] for ans in texts]  # sigmoid(s) > 0.5
+    probs = iter(clf.pushback_probabilities(flat_p, flat_t))
+    return [[bool(next(probs) > 0.5) for _ in ans] for ans in texts]
 
 
 def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:

@@ -173,11 +173,9 @@ class Grader:
 
     def pushback_probabilities(self, records: list[dict]) -> np.ndarray:
         """P(pushback) from the classifier, one per record (the category is not read)."""
-        scores = self.classifier.score(
-            [r["prompt"] for r in records], [r["answer"] for r in records],
-            [None] * len(records), share_prefix=False,
-        )  # fmt: skip
-        return 1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float64)))
+        return self.classifier.pushback_probabilities(
+            [r["prompt"] for r in records], [r["answer"] for r in records], share_prefix=False
+        )
 
     def grade(self, records: list[dict], progress: bool = False) -> list[dict]:
         if self.featurizer is None:

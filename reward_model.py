@@ -23,6 +23,7 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 # isort: split
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx.utils import tree_flatten
 
 import chat_format
@@ -164,6 +165,22 @@ class RewardModel(nn.Module):
             if share_prefix:
                 return self._score_shared(parts, batch_size)
             return self._score_whole([h + b for h, b in parts], batch_size)
+
+    def pushback_probabilities(
+        self, prompts, responses, categories=None, share_prefix: bool = True
+    ) -> np.ndarray:
+        """P(pushback) = sigmoid(score), float64, one per answer, for a classifier trained with
+        `train_rm.py --labels` (the stance detector, the grader's classifier, evaluate's
+        --pushback-model). `categories` None gives every row no category line, as a classifier
+        trained with --no-use-category reads it."""
+        if categories is None:
+            categories = [None] * len(prompts)
+        if not len(prompts):
+            return np.zeros(0, dtype=np.float64)
+        scores = np.asarray(
+            self.score(prompts, responses, categories, share_prefix=share_prefix), np.float64
+        )
+        return 1.0 / (1.0 + np.exp(-scores))
 
     def _score_whole(self, seqs: list[list[int]], batch_size: int) -> list[float]:
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))

@@ -272,9 +272,8 @@ def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "
             )
 
         def classify(prompts, completions):
-            scores = clf.score(prompts, completions, [None] * len(prompts),
-                               share_prefix=ctx.share_prefix)  # fmt: skip
-            return list(1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float64))))
+            return list(clf.pushback_probabilities(prompts, completions,
+                                                   share_prefix=ctx.share_prefix))  # fmt: skip
 
     def score(prompts, completions, categories):
         if classify is None:

@@ -12,6 +12,7 @@ from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 import eval_cache
 import eval_grading
 import evaluate
+import reward_model
 import rewards
 import stats
 
@@ -47,15 +48,15 @@ def test_summarize_hand_made_answers():
 
 
 class FakeClassifierModel:
-    """Logit +2 for answers containing "no", -2 otherwise."""
+    """Logit +2 for answers containing "no", -2 otherwise; P(pushback) as the real model's."""
 
-    def score(self, prompts, answers, categories):
+    def score(self, prompts, answers, categories, share_prefix=True):
         return [2.0 if "no" in a.split() else -2.0 for a in answers]
+
+    pushback_probabilities = reward_model.RewardModel.pushback_probabilities
 
 
 def test_pushback_classifier_accuracy_with_a_mock_model(tmp_path, monkeypatch):
-    import reward_model
-
     labels = tmp_path / "labels.jsonl"
     rows = [
         ("no that is wrong", True, "test"),

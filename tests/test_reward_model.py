@@ -79,6 +79,21 @@ def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size):
     assert shared == pytest.approx(whole, abs=1e-4)
 
 
+def test_pushback_probabilities_are_the_sigmoid_of_the_scores(base):
+    rm = reward_model.build(rm_config(base, use_category=False))
+    mx.random.seed(1)
+    rm.score_head.weight = 3.0 * mx.random.normal(rm.score_head.weight.shape)
+    prompts, answers = ["t5 t6", "t5 t6", "t9"], ["t7", "t8 t10", ""]
+    scores = rm.score(prompts, answers, [None] * 3)
+    assert max(scores) - min(scores) > 0.1  # distinct rows: the check below means something
+    want = [1.0 / (1.0 + math.exp(-s)) for s in scores]  # sigmoid by hand, float64
+    got = rm.pushback_probabilities(prompts, answers)
+    assert got.dtype == np.float64 and got.tolist() == pytest.approx(want, abs=1e-6)
+    whole = rm.pushback_probabilities(prompts, answers, share_prefix=False)
+    assert whole.tolist() == pytest.approx(want, abs=1e-4)
+    assert rm.pushback_probabilities([], []).shape == (0,)
+
+
 def test_category_is_required_when_the_model_reads_it(base):
     rm = reward_model.build(rm_config(base))
     assert rm.encode("t5", "t6", "nonsense") != rm.encode("t5", "t6", "control")
