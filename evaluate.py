@@ -200,12 +200,9 @@ def score_rewards(spec, ctx, records, texts) -> dict:
                 out.setdefault(f"{spec}/{k}", [None] * len(flat_t))[i] = v
     k = len(texts[0])
     return {
-        key: [_mean(vals[j * k : (j + 1) * k]) for j in range(len(texts))]
+        key: [stats.finite_mean(vals[j * k : (j + 1) * k]) for j in range(len(texts))]
         for key, vals in out.items()
     }
-
-
-_mean = stats.finite_mean
 
 
 def per_record(answers: dict) -> dict:
@@ -254,7 +251,7 @@ def summarize(records, answers: dict, extra: dict) -> tuple[dict, dict]:
             **diversity.summary(texts),
         }
         for key, values in extra.items():
-            m[key] = _mean([values[i] for i in idx])
+            m[key] = stats.finite_mean([values[i] for i in idx])
         f = {}
         for key, values in rows.items():
             sub = [np.nan if values[i] is None else values[i] for i in idx]
@@ -387,7 +384,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             rates = cache.get(pkey)
             if rates is None:
                 rates = [
-                    _mean(
+                    stats.finite_mean(
                         [
                             float(p > 0.5)
                             for p in classifier.probabilities(
@@ -403,7 +400,8 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             kkey = Cache.key("kl", akey, model_fingerprint(base_ref))
             kl = cache.get(kkey)
             if kl is None:
-                kl = [_mean(x) for x in per_answer_kl(gwen, base, records, answers["texts"])]
+                per_answer = per_answer_kl(gwen, base, records, answers["texts"])
+                kl = [stats.finite_mean(x) for x in per_answer]
                 cache.put(kkey, kl)
             extra["kl_to_base"] = kl
         by_category, figures = summarize(records, answers, extra)
