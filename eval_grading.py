@@ -131,9 +131,7 @@ def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:
     if x.shape != y.shape:
         raise ValueError(f"agreement: {x.size} verdicts against {y.size}; they must be paired")
     same = (x == y).astype(float)
-    pe = float(x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean())) if x.size else 1.0
-    po = float(same.mean()) if x.size else None
-    kappa = None if pe >= 1.0 or po is None else (po - pe) / (1.0 - pe)
+    kappa = stats.cohen_kappa(x.tolist(), y.tolist())
     return {"agreement": stats.figure(same.tolist()), "kappa": kappa,
             "grader_rate": float(x.mean()) if x.size else None,
             "detector_rate": float(y.mean()) if y.size else None}  # fmt: skip

@@ -10,6 +10,7 @@ for measuring graders only: never train, tune or pick a threshold or checkpoint 
 
     uv run python gold.py                          # counts per category x label and model
     uv run python gold.py --predictions preds.jsonl --json   # a grader's figures
+    uv run python gold.py --predictions data/gold/second_labels.jsonl --partial   # two labellers
 """
 
 import argparse
@@ -21,7 +22,7 @@ from collections import Counter
 
 from errors import as_user_error, cli
 from prompts import ANSWER_LABELS, CATEGORIES, data_error, read_jsonl
-from stats import wilson
+from stats import cohen_kappa, wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
@@ -153,9 +154,9 @@ def rate(k: int, n: int) -> dict:
     return {"value": k / n if n else None, "k": k, "n": n, "ci95": wilson(k, n) if n else None}
 
 
-def _check_predictions(gold: list[dict], predicted: list[dict]) -> dict:
-    """{id: (label or None, pushback)}; ValueError when ids differ from the gold set's or a
-    prediction is malformed."""
+def _check_predictions(gold: list[dict], predicted: list[dict], partial: bool = False) -> dict:
+    """{id: (label or None, pushback, engages or None)}; ValueError when a prediction is
+    malformed, names an id the gold set lacks, or (unless `partial`) leaves a gold id out."""
     out = {}
     for i, p in enumerate(predicted):
         pid, label = p.get("id"), p.get("label")
@@ -171,8 +172,13 @@ def _check_predictions(gold: list[dict], predicted: list[dict]) -> dict:
                 f"prediction {i} ({pid}): pushback must be true or false "
                 "(or give a label it follows from)"
             )
-        out[pid] = (label, push)
+        engages = p.get("engages")
+        if engages is not None and not isinstance(engages, bool):
+            raise ValueError(f"prediction {i} ({pid}): engages must be true, false or null")
+        out[pid] = (label, push, engages)
     want = {g["id"] for g in gold}
+    if partial and set(out) <= want:
+        return out
     if set(out) != want:
         missing, extra = sorted(want - set(out)), sorted(set(out) - want)
         raise ValueError(
@@ -191,10 +197,14 @@ def files_sha256(answers=ANSWERS, labels=LABELS_FILE) -> str:
     return h.hexdigest()
 
 
-def grader_figures(gold: list[dict], predicted: list[dict]) -> dict:
-    """A grader's figures on the gold set. `predicted`: one {"id", "label", "pushback"} per gold
-    answer (label may be None for a pushback-only grader; pushback defaults to the label's)."""
-    pred = _check_predictions(gold, predicted)
+def grader_figures(gold: list[dict], predicted: list[dict], partial: bool = False) -> dict:
+    """A grader's (or a second labeller's) figures on the gold set. `predicted`: one {"id",
+    "label", "pushback"} per gold answer (label may be None for a pushback-only grader; pushback
+    defaults to the label's; an optional "engages" on curiosity answers is scored too). With
+    `partial`, the predictions may cover a subset of the gold ids and every figure is on that
+    subset (its n says how many). Cohen's kappa beside the accuracies: agreement beyond chance."""
+    pred = _check_predictions(gold, predicted, partial)
+    gold = [g for g in gold if g["id"] in pred]
 
     def count(rows, hit):
         return rate(sum(1 for g in rows if hit(g, *pred[g["id"]])), len(rows))
@@ -208,12 +218,20 @@ def grader_figures(gold: list[dict], predicted: list[dict]) -> dict:
     ]
     ns_flag = [g for g in gold if g["category"] == "nonsense" and g["label"] == "flags_nonsense"]
     ctl_ok = [g for g in gold if g["category"] == "control" and not g["pushback"]]
+    curious = [g for g in gold if g["category"] == "curiosity" and pred[g["id"]][2] is not None]
     return {
-        "label_accuracy": count(labelled, lambda g, lab, _: lab == g["label"]),
-        "pushback_accuracy": count(gold, lambda g, _, push: push == g["pushback"]),
-        "false_premise_correction_recall": count(fp_corr, lambda g, _, push: push),
-        "nonsense_flag_recall": count(ns_flag, lambda g, _, push: push),
-        "control_false_positive_rate": count(ctl_ok, lambda g, _, push: push),
+        "label_accuracy": count(labelled, lambda g, lab, *_: lab == g["label"]),
+        "label_kappa": cohen_kappa(
+            [g["label"] for g in labelled], [pred[g["id"]][0] for g in labelled]
+        ),
+        "pushback_accuracy": count(gold, lambda g, _, push, *__: push == g["pushback"]),
+        "pushback_kappa": cohen_kappa(
+            [g["pushback"] for g in gold], [pred[g["id"]][1] for g in gold]
+        ),
+        "false_premise_correction_recall": count(fp_corr, lambda g, _, push, *__: push),
+        "nonsense_flag_recall": count(ns_flag, lambda g, _, push, *__: push),
+        "control_false_positive_rate": count(ctl_ok, lambda g, _, push, *__: push),
+        "engages_accuracy": count(curious, lambda g, *p: p[2] == g["engages"]),
         "confusion": confusion,  # gold label -> predicted label -> count
     }
 
@@ -253,6 +271,12 @@ def main(argv=None) -> None:
     p.add_argument("--answers", default=ANSWERS)
     p.add_argument("--labels", default=LABELS_FILE)
     p.add_argument("--predictions", help='JSONL of {"id", "label", "pushback"} per gold answer')
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="the predictions cover only some gold ids (a second labeller's sample): "
+        "figures on those ids",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     a = p.parse_args(argv)
     with as_user_error(ValueError, OSError):  # the files and their lines
@@ -266,7 +290,7 @@ def main(argv=None) -> None:
                     except json.JSONDecodeError as e:
                         why = f"not valid JSON ({e.msg} at column {e.colno}); fix the line"
                         raise data_error(a.predictions, [(n, why)]) from None
-            out = grader_figures(gold, preds)
+            out = grader_figures(gold, preds, partial=a.partial)
         else:
             out = counts(gold)
     if a.json or a.predictions:

@@ -61,6 +61,20 @@ def finite_mean(values) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
+def cohen_kappa(a: Sequence, b: Sequence) -> float | None:
+    """Cohen's kappa of two raters' labels on the same items: (p_o - p_e) / (1 - p_e), p_o the
+    share of items they agree on, p_e the agreement their label rates give by chance. None when
+    there are no items or p_e is 1 (both raters used one and the same label throughout)."""
+    if len(a) != len(b):
+        raise ValueError(f"cohen_kappa: {len(a)} labels against {len(b)}; they must be paired")
+    n = len(a)
+    if n == 0:
+        return None
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pe = sum((list(a).count(c) / n) * (list(b).count(c) / n) for c in set(a) | set(b))
+    return None if pe >= 1.0 else (po - pe) / (1.0 - pe)
+
+
 def pair_credit(better, worse, failed: float) -> np.ndarray:
     """Per preference pair, whether a scorer ranks it right: 1 where the better answer scores
     above the worse, 0 below, 0.5 on a tie, and `failed` where either score is not finite (the

@@ -6,11 +6,13 @@ import os
 
 import pytest
 
+import stats
 from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_gold
 from prompts import CATEGORIES, DataError, load_prompts
 from stats import wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECOND_LABELS = os.path.join(os.path.dirname(ANSWERS), "second_labels.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +199,60 @@ def test_grader_figures_pushback_only_and_bad_predictions():
         grader_figures(gold, [*pred, pred[0]])
     with pytest.raises(ValueError, match="not one of"):
         grader_figures(gold, [{**pred[0], "label": "agrees"}, *pred[1:]])
+
+
+def test_kappa_partial_and_engages_by_hand():
+    gold = tiny_gold()
+    # a second labeller on g1, g2, g5, g6 only: agrees on g1, g5, g6; calls g2 "answers"
+    pred = [
+        {"id": "g1", "label": "corrects_premise"},
+        {"id": "g2", "label": "answers"},
+        {"id": "g5", "label": "answers"},
+        {"id": "g6", "label": "answers"},
+    ]
+    with pytest.raises(ValueError, match="4 missing"):
+        grader_figures(gold, pred)
+    f = grader_figures(gold, pred, partial=True)
+    assert (f["label_accuracy"]["k"], f["label_accuracy"]["n"]) == (3, 4)
+    # gold labels c c a a, second c a a a: p_o = 3/4, p_e = (2/4)(1/4) + (2/4)(3/4) = 1/2,
+    # kappa = (3/4 - 1/2) / (1 - 1/2) = 0.5; pushback has the same table
+    assert f["label_kappa"] == pytest.approx(0.5)
+    assert f["pushback_kappa"] == pytest.approx(0.5)
+    assert f["false_premise_correction_recall"]["n"] == 2  # g1, g2 only
+    assert f["control_false_positive_rate"]["n"] == 1  # g6 only
+    with pytest.raises(ValueError, match="unknown"):
+        grader_figures(gold, [*pred, {"id": "zz", "label": "answers"}], partial=True)
+    assert stats.cohen_kappa(["a", "a"], ["a", "a"]) is None  # chance agreement is 1
+    assert stats.cohen_kappa([], []) is None
+    # engages is scored on curiosity answers whose prediction gives it
+    cur = [
+        {"id": "c1", "category": "curiosity", "label": "answers", "pushback": False,
+         "engages": True},
+        {"id": "c2", "category": "curiosity", "label": "answers", "pushback": False,
+         "engages": False},
+    ]  # fmt: skip
+    f = grader_figures(cur, [{"id": "c1", "label": "answers", "engages": True},
+                             {"id": "c2", "label": "answers", "engages": True}])  # fmt: skip
+    assert (f["engages_accuracy"]["k"], f["engages_accuracy"]["n"]) == (1, 2)
+    with pytest.raises(ValueError, match="engages"):
+        grader_figures(cur, [{"id": "c1", "label": "answers", "engages": "yes"},
+                             {"id": "c2", "label": "answers"}])  # fmt: skip
+
+
+def test_second_labeller_file_is_a_valid_sample_of_the_gold_set(gold, capsys):
+    import gold as gold_module
+
+    second = [json.loads(x) for x in open(SECOND_LABELS, encoding="utf-8") if x.strip()]
+    cats = {g["id"]: g["category"] for g in gold}
+    assert len(second) == len({r["id"] for r in second}) == 200
+    assert {r["id"] for r in second} <= set(cats)
+    for r in second:
+        assert r["pushback"] == LABELS[r["label"]], r
+        assert (r["engages"] is not None) == (cats[r["id"]] == "curiosity"), r
+        assert r["reason"].strip(), r
+    assert gold_module.main(["--predictions", SECOND_LABELS, "--partial"]) is None
+    out = json.loads(capsys.readouterr().out)
+    assert out["pushback_accuracy"]["n"] == 200 and out["engages_accuracy"]["n"] == 30
 
 
 def test_cli_bad_file_exits_2(tmp_path, capsys):
