@@ -19,6 +19,7 @@ import reward_model
 import rewards
 import stats
 from eval_cache import Cache, model_fingerprint
+from grade import notes_sha256
 from prompts import DataError, load_pushback_labels, select_split
 
 
@@ -49,14 +50,14 @@ class PushbackClassifier:
         return self.model.pushback_probabilities(prompts, answers, categories).tolist()
 
 
-def grade_answers(grader, records, texts) -> dict:
+def grade_answers(grader, records, texts, notes=None) -> dict:
     """Per record, the share of its answers the grader calls pushback, broken, and (curiosity
     prompts) engaging: {"pushback_rate", "broken_rate", "engagement_rate": [per record]}, and
     "pushback_flags": [per record [per answer bool]] for the agreement with a run's detector."""
     flat = [{"id": f"{i}-{j}", "category": r["category"], "prompt": r["prompt"], "answer": t}
             for i, (r, ans) in enumerate(zip(records, texts, strict=True))
             for j, t in enumerate(ans)]  # fmt: skip
-    graded = iter(grader.grade(flat))
+    graded = iter(grader.grade(flat, notes=notes))
     out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": [], "pushback_flags": []}
     for r, ans in zip(records, texts, strict=True):
         g = [next(graded) for _ in ans]
@@ -69,20 +70,27 @@ def grade_answers(grader, records, texts) -> dict:
     return out
 
 
-def gold_figures(grader, path: str, cache) -> dict:
+def gold_figures(grader, path: str, cache, notes=None, notes_path=None) -> dict:
     """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
-    never trained on), cached per grader: printed beside every figure the grader makes."""
+    never trained on), cached per grader and notes: printed beside every figure the grader
+    makes. With `notes` (prompts.load_notes of `notes_path`) the figures are those of the
+    grader with its reference check, as it grades the models."""
+    notes_sha = notes_sha256(notes_path) if notes else None
     key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
-                    model_fingerprint(gold.LABELS_FILE))  # fmt: skip
+                    model_fingerprint(gold.LABELS_FILE), notes_sha or "no-notes")  # fmt: skip
     figs = cache.get(key)
-    stored = Path(path) / "gold.json"  # train_grader.py measures the shipped grader once
+    stored = Path(path) / "gold.json"  # train_grader.py / grade.py measured the shipped grader
     if figs is None and stored.is_file():
         saved = json.loads(stored.read_text())
+        if notes:
+            saved = saved.get("with_notes") or {}
+            if saved.get("notes_sha256") != notes_sha:
+                saved = {}
         if saved.get("gold_sha256") == gold.files_sha256():
             figs = {k: v for k, v in saved["figures"].items() if k != "confusion"}
     if figs is None:
         rows = gold.load_gold()
-        figs = gold.grader_figures(rows, grader.grade(rows))
+        figs = gold.grader_figures(rows, grader.grade(rows, notes=notes))
         figs.pop("confusion")
         figs["n_answers"] = len(rows)
         cache.put(key, figs)

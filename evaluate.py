@@ -51,8 +51,10 @@ from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
 from prompts import (
     CATEGORIES,
+    EVAL_NOTES,
     DataError,
     eval_subset,
+    load_notes,
     load_prompts,
     write_jsonl,
 )
@@ -104,6 +106,7 @@ class EvalConfig:
     rewards: list[str] = field(default_factory=lambda: ["rubric"])
     judge_model: str | None = None
     grader: str | None = DEFAULT_GRADER
+    notes: str | None = EVAL_NOTES  # the grader's reference notes (grade.reference_check)
     pushback_model: str | None = None  # the old classifier, as a second opinion
     pushback_labels: str = DEFAULT_LABELS
     kl: bool = True
@@ -298,9 +301,10 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     # a missing model (or an adapter checkpoint's base) fails now, before any model loads
     sources = {ref: resolve(ref) for ref in cfg.models}
     grader = grader_gold = None
+    notes = load_notes(cfg.notes) if cfg.grader and cfg.notes else None
     if cfg.grader:
         grader = Grader.load(cfg.grader)
-        grader_gold = gold_figures(grader, cfg.grader, cache)
+        grader_gold = gold_figures(grader, cfg.grader, cache, notes, cfg.notes)
     not_independent = {}
     for ref, src in sources.items() if cfg.grader else ():
         if why := grader_in_reward(src, cfg.grader):
@@ -364,10 +368,11 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                 cache.put(skey, scored)
             extra |= {f"reward/{k}": v for k, v in scored.items()}
         if grader is not None:
-            gkey = Cache.key("graded-flags", akey, model_fingerprint(cfg.grader))
+            gkey = Cache.key("graded-flags", akey, model_fingerprint(cfg.grader),
+                             model_fingerprint(cfg.notes) if notes else "no-notes")  # fmt: skip
             graded = cache.get(gkey)
             if graded is None:
-                graded = grade_answers(grader, records, answers["texts"])
+                graded = grade_answers(grader, records, answers["texts"], notes)
                 cache.put(gkey, graded)
             flags = graded["pushback_flags"]
             extra |= {k: v for k, v in graded.items() if k != "pushback_flags"}
@@ -535,6 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the pushback grader folder (train_grader.py), or 'none'",
     )
     p.add_argument(
+        "--notes",
+        default=EVAL_NOTES,
+        help="reference notes for the grader (what is false or nonsensical in a prompt, and "
+        "phrases that state it), or 'none' for the grader's model alone",
+    )
+    p.add_argument(
         "--pushback-model",
         default="none",
         help=f"also the old classifier ({DEFAULT_CLASSIFIER}): classifier_pushback_rate",
@@ -592,6 +603,7 @@ def main(argv=None) -> int:
             rewards=a.reward or default_rewards(),
             judge_model=a.judge_model,
             grader=None if a.grader == "none" else a.grader,
+            notes=None if a.notes == "none" else a.notes,
             pushback_model=None if a.pushback_model == "none" else a.pushback_model,
             pushback_labels=a.pushback_labels,
             kl=not a.no_kl,

@@ -16,14 +16,20 @@ figures). It is measured on the gold set (gold.py), which it is never trained or
   (~9 minutes on 2 cores: two 135M passes over 514 answers; `--limit N` grades a round-robin subset)
 
 Each input line needs `id`, `category` (false_premise, nonsense, curiosity, control), `prompt`,
-`answer` (an optional `note` is read but not used by this grader). The whole file is checked
-before any grading: a bad line is one `error:` line naming the file and line, exit 2.
+`answer` (an optional `note` is read but not used). The whole file is checked before any
+grading: a bad line is one `error:` line naming the file and line, exit 2. Answers to prompts
+that carry a reference note (`--notes`, default data/eval_notes.jsonl: what is false or
+nonsensical, and marker phrases that state it) get the reference check: a false-premise or
+nonsense answer the model calls not-pushback that holds a marker becomes a correction or a
+flag (`reference_check`; `--no-notes` turns it off).
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -39,7 +45,15 @@ import load_weights
 import reward_model
 from errors import as_user_error, cli
 from gold import LABELS, grader_figures
-from prompts import CATEGORIES, DataError, data_error, eval_subset, read_jsonl
+from prompts import (
+    CATEGORIES,
+    EVAL_NOTES,
+    DataError,
+    data_error,
+    eval_subset,
+    load_notes,
+    read_jsonl,
+)
 from stats import figure
 
 ROOT = Path(__file__).resolve().parent
@@ -177,7 +191,10 @@ class Grader:
             [r["prompt"] for r in records], [r["answer"] for r in records], share_prefix=False
         )
 
-    def grade(self, records: list[dict], progress: bool = False) -> list[dict]:
+    def grade(self, records: list[dict], progress: bool = False, notes=None) -> list[dict]:
+        """One verdict per record, in order. With `notes` (prompts.load_notes), a false-premise
+        or nonsense answer to a noted prompt that the model calls not-pushback but that holds
+        one of the note's markers becomes a correction or a flag (`reference_check`)."""
         if self.featurizer is None:
             self.featurizer = Featurizer()
         feats = self.featurizer(
@@ -196,7 +213,42 @@ class Grader:
                 engages = label == "answers" and len(diversity.words(r["answer"])) >= ENGAGE_WORDS
             out.append({"id": r["id"], "label": label, "pushback": bool(LABELS[label]),
                         "p": float(pp), "engages": engages})  # fmt: skip
-        return out
+        return out if notes is None else reference_check(records, out, notes)
+
+
+def notes_sha256(path) -> str:
+    """The sha256 of a notes file's bytes: a stored gold measurement names the notes it used."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# The label a reference hit gives, per category (notes are written for these two only).
+REFERENCE_LABEL = {"false_premise": "corrects_premise", "nonsense": "flags_nonsense"}
+
+
+def reference_hits(answer: str, markers) -> list[str]:
+    """The markers found in the answer: case-insensitive, curly apostrophes read as straight,
+    each marker starting at a word boundary ("inca" finds "Incas", not "zincate")."""
+    text = answer.lower().replace("\u2019", "'").replace("\u2018", "'")
+    return [m for m in markers if re.search(r"\b" + re.escape(m), text)]
+
+
+def reference_check(records: list[dict], graded: list[dict], notes: dict) -> list[dict]:
+    """The reference-guided check (issue 20): where an answer's prompt carries a note
+    (data/eval_notes.jsonl) and the answer holds one of its markers, a statement of what is
+    false or nonsensical in the prompt ("built by the Incas, not the Aztecs", "It's not a
+    sentence"), a not-pushback verdict on a false-premise or nonsense answer becomes
+    `corrects_premise` or `flags_nonsense`. It only adds pushback, never removes it. Each
+    verdict gets `reference`: the markers found (None where the prompt has no note)."""
+    out = []
+    for r, g in zip(records, graded, strict=True):
+        note = notes.get(r["prompt"].strip()) if r["category"] in REFERENCE_LABEL else None
+        hits = None if note is None else reference_hits(r["answer"], note["markers"])
+        g = {**g, "reference": hits}
+        if hits and not g["pushback"]:
+            g.update(label=REFERENCE_LABEL[r["category"]], pushback=True)
+        out.append(g)
+    return out
 
 
 def load_answers(path) -> list[dict]:
@@ -251,6 +303,10 @@ def main(argv=None) -> int:
     p.add_argument("--answers", required=True, help="JSONL: id, category, prompt, answer")
     p.add_argument("--labels", help="JSONL of id, label, pushback: adds the grader's figures")
     p.add_argument("--grader", default=DEFAULT_GRADER, help="grader folder (train_grader.py)")
+    p.add_argument("--notes", default=EVAL_NOTES,
+                   help="reference notes of the prompts (prompts.load_notes); the reference "
+                   "check applies to answers whose prompt has one")  # fmt: skip
+    p.add_argument("--no-notes", action="store_true", help="the model's verdicts alone")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--limit", type=int, default=None,
                    help="grade the first N answers, round-robin over categories (the whole "
@@ -265,9 +321,17 @@ def main(argv=None) -> int:
             records = [r for r in records if id(r) in kept]
         truth = load_truth(a.labels, records) if a.labels else None
         grader = Grader.load(a.grader)
+        notes = None if a.no_notes else load_notes(a.notes)
     backend.announce()
-    graded = grader.grade(records, progress=not a.json)
+    graded = grader.grade(records, progress=not a.json, notes=notes)
     result = {"records": graded, "summary": summary(records, graded, grader)}
+    if notes is not None:
+        refs = [g["reference"] for g in graded]
+        result["summary"]["reference_check"] = {
+            "notes": a.notes,
+            "answers_with_a_note": sum(x is not None for x in refs),
+            "answers_with_a_marker": sum(bool(x) for x in refs),
+        }
     if truth is not None:
         result["summary"]["against_labels"] = grader_figures(truth, graded)
     if a.json:

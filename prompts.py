@@ -63,6 +63,7 @@ SPLITS = ("train", "val", "test")
 TRAIN_PROMPTS = "data/prompts.jsonl"  # the values task's training prompts
 EVAL_PROMPTS = "data/eval.jsonl"  # its held-out prompts: evaluation, routing eval, quantize's KL
 RM_PAIRS = "data/rm_pairs.jsonl"  # reward-model preference pairs with their splits
+EVAL_NOTES = "data/eval_notes.jsonl"  # what is false or nonsensical in eval prompts (grade.py)
 # What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
 PAIR_KINDS = (
     "misconception",  # worse states or accepts a false claim; better is correct / corrects it
@@ -233,6 +234,42 @@ def load_prompts(path) -> list[dict]:
     """Prompts from a JSONL file: each line `{"id", "category", "prompt", "source"}`, all
     non-empty strings, category in CATEGORIES, ids and prompt texts unique. Raises DataError."""
     return _load_jsonl(path, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",))
+
+
+def load_notes(path) -> dict[str, dict]:
+    """Reference notes for graders (data/eval_notes.jsonl): each line `{"id", "prompt", "note",
+    "markers"}`, the prompt's text, a sentence on what is false or nonsensical in it, and the
+    lowercase phrases whose presence in an answer states that against the prompt. Returned by
+    the prompt's stripped text, so any file of answers to those prompts finds its note. Raises
+    DataError naming every bad line."""
+    path = os.fspath(path)
+    values, errors = read_jsonl(path, "check the path (the default is data/eval_notes.jsonl)")
+    out, first = {}, {}
+    for n, r in values:
+        if not isinstance(r, dict):
+            errors.append((n, "expected a JSON object with id, prompt, note, markers"))
+            continue
+        problems = _check_record(r, ("id", "prompt", "note"), {}, optional=(), flags=())
+        problems = [x for x in problems if "unknown field" not in x or "markers" not in x]
+        markers = r.get("markers")
+        if not (isinstance(markers, list) and markers):
+            problems.append("field 'markers' must be a non-empty list of phrases")
+        elif not all(isinstance(m, str) and m.strip() and m == m.lower() for m in markers):
+            problems.append("every marker must be a non-empty lowercase string")
+        extra = sorted(set(r) - {"id", "prompt", "note", "markers"})
+        if extra:
+            problems.append(f"unknown field(s) {extra}; allowed: id, prompt, note, markers")
+        text = r.get("prompt").strip() if isinstance(r.get("prompt"), str) else None
+        if not problems and text in first:
+            problems.append(f"a second note for the prompt of line {first[text]}; keep one")
+        if problems:
+            errors.extend((n, x) for x in problems)
+        else:
+            first[text] = n
+            out[text] = r
+    if errors:
+        raise data_error(path, errors)
+    return out
 
 
 def load_judge_pairs(path) -> list[dict]:

@@ -48,10 +48,12 @@ from grade import (
     MAX_PROMPT_TOKENS,
     Featurizer,
     Grader,
+    notes_sha256,
+    reference_check,
     softmax,
     within_side,
 )
-from prompts import load_prompts, load_pushback_labels
+from prompts import EVAL_NOTES, load_notes, load_prompts, load_pushback_labels
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -301,7 +303,19 @@ def main(argv=None) -> int:
                    help="keep the label head (grader.npz) of this grader folder instead of "
                    "fitting one: only the validation answers are read (the fourth version "
                    "kept the third's head and changed the classifier)")  # fmt: skip
+    p.add_argument("--measure-gold", metavar="DIR",
+                   help="measure the grader folder DIR on the gold set (with and without "
+                   "the reference notes), write DIR/gold.json and stop (~9 min)")  # fmt: skip
     a = p.parse_args(argv)
+    if a.measure_gold:
+        with errors.as_user_error(ValueError):
+            folder = Path(a.measure_gold)
+            if not (folder / "config.json").is_file():
+                raise FileNotFoundError(f"{folder}: no grader here (no config.json)")
+        backend.announce()
+        measure_gold(folder)
+        print((folder / "gold.json").read_text())
+        return 0
     sampled = bool(a.write_labels or a.head_from)  # the read policy answers since the third version
     with errors.as_user_error(ValueError):  # the data files
         data = build_data(a.seed, with_warm=sampled, with_flags=sampled)
@@ -369,17 +383,36 @@ def main(argv=None) -> int:
     return 0
 
 
-def measure_gold(folder: Path) -> dict:
+def measure_gold(folder: Path, notes_path: str | None = EVAL_NOTES) -> dict:
     """The finished grader's figures on the gold set, written to FOLDER/gold.json (evaluate.py
-    prints them). Measured after training; nothing is chosen by them."""
+    prints them): the model's verdicts alone and, under `with_notes`, with the reference check
+    of `notes_path` (grade.reference_check; as evaluate.py grades). Measured after training;
+    nothing is chosen by them."""
     rows = gold.load_gold()
-    figs = gold.grader_figures(rows, Grader.load(str(folder)).grade(rows, progress=True))
-    figs["n_answers"] = len(rows)
-    out = {"gold_sha256": gold.files_sha256(), "figures": figs}
+    graded = Grader.load(str(folder)).grade(rows, progress=True)
+    out = gold_measurement(rows, graded, notes_path)
     tmp = folder / "gold.json.tmp"
     tmp.write_text(json.dumps(out, indent=1) + "\n")
     os.replace(tmp, folder / "gold.json")
-    return figs
+    return out["figures"]
+
+
+def gold_measurement(rows: list[dict], graded: list[dict], notes_path: str | None) -> dict:
+    """gold.json's content from the grader's verdicts on the gold rows (no notes applied)."""
+    figs = gold.grader_figures(rows, graded)
+    figs["n_answers"] = len(rows)
+    out = {"gold_sha256": gold.files_sha256(), "figures": figs}
+    if notes_path:
+        checked = reference_check(rows, graded, load_notes(notes_path))
+        with_notes = gold.grader_figures(rows, checked)
+        with_notes["n_answers"] = len(rows)
+        with_notes["answers_with_a_marker"] = sum(bool(g["reference"]) for g in checked)
+        with_notes["upgraded_to_pushback"] = sum(
+            g["pushback"] and not h["pushback"] for g, h in zip(checked, graded, strict=True)
+        )
+        out["with_notes"] = {"notes": notes_path, "notes_sha256": notes_sha256(notes_path),
+                             "gold_sha256": out["gold_sha256"], "figures": with_notes}  # fmt: skip
+    return out
 
 
 def _count(data, train: bool) -> dict:
