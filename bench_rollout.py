@@ -68,8 +68,9 @@ def run_ours(gwen, prompts, a, seed):
 
 
 def run_mlx_lm(twin, tokenizer, prompt_ids, a, seed):
-    from mlx_lm.generate import batch_generate
-    from mlx_lm.sample_utils import make_sampler
+    # start-up: mlx_lm's generate takes seconds to import; --skip-mlx-lm never needs it
+    from mlx_lm.generate import batch_generate  # start-up
+    from mlx_lm.sample_utils import make_sampler  # start-up
 
     mx.random.seed(seed)
     rows = [ids for ids in prompt_ids for _ in range(a.group_size)]

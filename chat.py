@@ -240,7 +240,7 @@ def handlers(gr, models, names: list[str], scorers: dict, worker: ModelThread):
 def build_page(models, scorers, worker: ModelThread, judge_name: str, start: Sampling):
     """The Gradio Blocks: a chat column per model, sampling settings, the score button."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # no telemetry, no version check
-    import gradio as gr
+    import gradio as gr  # start-up: gradio takes ~10 s to import; only the page needs it
 
     names = [name for name, _ in models]
     if len(names) == 2:

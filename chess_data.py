@@ -22,6 +22,7 @@ from pathlib import Path
 
 import chess
 import chess.engine
+from tqdm import tqdm
 
 import errors
 import strict_json
@@ -221,8 +222,6 @@ def analyse(engine, board: chess.Board, limit: chess.engine.Limit, key: str):
 
 def label_records(planned: Sequence[Planned], engine=None, limit=None, source="") -> list[dict]:
     """Records from plans: A: by the rules, P: by `engine` under `limit` (needed only if any)."""
-    from tqdm import tqdm
-
     records = []
     for plan in tqdm(planned, desc="label", unit="pos", disable=len(planned) < 50):
         fen = plan.board.fen()

@@ -70,7 +70,8 @@ def _table(result: dict, cat: str) -> list[str]:
 
 
 def _chart(result: dict, key: str, path: Path) -> bool:
-    from matplotlib.figure import Figure  # Agg through Figure.savefig; no pyplot state
+    # start-up: matplotlib only for a chart; Agg through Figure.savefig, no pyplot state
+    from matplotlib.figure import Figure
 
     models = result["models"]
     cats = [c for c in result["results"][models[0]] if c != "overall"]

@@ -330,7 +330,7 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     _check_keys(model, weights, path)
     model.load_weights([(k, _cast(v, dtype)) for k, v in weights.items()], strict=True)
     mx.eval(model.parameters())
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # start-up: transformers takes seconds to import
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -432,7 +432,8 @@ def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
 
 def gguf_tokenizer(metadata: dict):
     """A transformers fast tokenizer rebuilt from GGUF metadata (byte-level BPE, 'gpt2')."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    # start-up: transformers takes seconds to import; only a GGUF's tokenizer needs these
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # start-up
     from transformers import PreTrainedTokenizerFast
 
     kind = _meta(metadata, "tokenizer.ggml.model")

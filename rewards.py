@@ -610,7 +610,7 @@ def parse_spec(spec: str) -> list[Component]:
 def load_reward_config(path: str) -> list[Component]:
     """Components from a YAML file: `components:` a list of {name, weight (default 1), and the
     component's arguments (rm: path; fn: file, function and any keyword arguments)}."""
-    import yaml
+    import yaml  # start-up: only a YAML reward file needs it, and every command imports rewards
 
     try:
         raw = yaml.safe_load(Path(path).read_text())

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import queue
+import resource
 import sqlite3
 import threading
 from pathlib import Path
@@ -52,8 +53,6 @@ def rss_mb() -> float:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except OSError:
-        import resource
-
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
@@ -369,7 +368,8 @@ def _finite(record: dict, *keys: str) -> bool:
 
 def plot_run(run_dir) -> list[Path]:
     """Draw run_dir/metrics.jsonl into run_dir/plots/*.png; return the files written."""
-    from matplotlib.figure import Figure  # Figure + savefig renders with Agg; no pyplot state
+    # start-up: matplotlib only for plots; Figure + savefig renders with Agg, no pyplot state
+    from matplotlib.figure import Figure
 
     metrics = Path(run_dir) / "metrics.jsonl"
     if not metrics.exists():

@@ -300,7 +300,7 @@ def _point(p) -> str:
 
 def plot_compare(runs: list[RunInfo], keys: list[str], out: Path) -> None:
     """One panel per metric, every run's curve on it (null steps are gaps)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # start-up: matplotlib only for --plot
 
     if not keys:
         raise RunsError("none of the metrics to plot was logged by either run; pass --metrics")

@@ -324,7 +324,7 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
     """PNGs for runs with routing evaluations, mean ± std over seeds per group: task reward
     and hack rate per adapter mode (routing_modes.png), along the forget-scale sweep
     (routing_sweep.png), and the rollouts' hack rate and task reward per step (curves.png)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # start-up: matplotlib only for the plots
 
     groups = _groups(runs, varied)
     evals = {g: [_last_eval(r.run_dir) for r in members] for g, members in groups.items()}

@@ -43,7 +43,7 @@ class TBLog:
 
     def add(self, step: int, metrics: dict, rows: list[dict] | None = None) -> None:
         """Log one step; written and flushed before returning (a crash loses nothing)."""
-        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.compat.proto import event_pb2, summary_pb2  # start-up: see _open
 
         values = []
         for key, v in metrics.items():
@@ -63,7 +63,7 @@ class TBLog:
         self._writer.flush()
 
     def _rollout_values(self, rows: list[dict]) -> list:
-        from tensorboard.plugins.text.summary_v2 import text_pb
+        from tensorboard.plugins.text.summary_v2 import text_pb  # start-up: see _open
 
         out = []
         for name in ("reward", "advantage", "length"):
@@ -77,6 +77,7 @@ class TBLog:
         return out
 
     def _open(self):
+        # start-up: tensorboard takes a second or more to import; --no-tensorboard never needs it
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         # Files are read in name order and a name starts with its creation second: wait out the
@@ -90,9 +91,10 @@ class TBLog:
         """Drop events with step > step from every event file (resume from checkpoint `step`).
         Each changed file is rewritten beside itself and renamed over it: a crash leaves each
         file old or new, and running this again finishes the job."""
+        # start-up: see _open (tensorboard only when a run logs to it)
         from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-        from tensorboard.compat.proto import event_pb2
-        from tensorboard.summary.writer.record_writer import RecordWriter
+        from tensorboard.compat.proto import event_pb2  # start-up
+        from tensorboard.summary.writer.record_writer import RecordWriter  # start-up
 
         self.close()
         for path in event_files(self.log_dir):
@@ -119,7 +121,7 @@ class TBLog:
 def hist_value(tag: str, x: np.ndarray):
     """A HistogramProto summary value of the values x (finite), in <= HIST_BINS equal bins
     (bucket i holds bucket[i] values up to bucket_limit[i]); equal values make one bin."""
-    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.compat.proto import summary_pb2  # start-up: see TBLog._open
 
     lo, hi = float(x.min()), float(x.max())
     span = (lo, hi) if hi > lo else (lo - 0.5, lo + 0.5)

@@ -211,10 +211,10 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=os.path.join(HERE, "gold", "answers.jsonl"))
     a = p.parse_args(argv)
 
-    import backend
+    import backend  # start-up: MLX and the model code load after the arguments are checked
 
-    from gwen import Gwen
-    from load_weights import load
+    from gwen import Gwen  # start-up
+    from load_weights import load  # start-up
 
     records = load_prompts(a.prompts)
     models = {BASE} if a.base_only else {BASE, *CHECKPOINTS}

@@ -131,7 +131,8 @@ def written_records() -> list[dict]:
 def falseqa_records(n: int, seed: int) -> list[dict]:
     """n rebuttals (label 1) and n plain answers (label 0) from FalseQA's train and valid
     files, seeded, none whose question the grader uses or an evaluation file holds."""
-    from train_grader import build_data  # the grader's exact data, for the exclusion
+    # start-up: train_grader imports MLX; only --falseqa needs the grader's exact data
+    from train_grader import build_data
 
     used = {norm(r["prompt"]) for r in build_data()} | eval_prompts()
     pools = {"1": [], "0": []}
