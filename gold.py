@@ -20,6 +20,7 @@ import os
 import sys
 from collections import Counter
 
+import strict_json
 from errors import as_user_error, cli
 from prompts import ANSWER_LABELS, CATEGORIES, data_error, read_jsonl
 from stats import cohen_kappa, wilson
@@ -294,7 +295,7 @@ def main(argv=None) -> None:
         else:
             out = counts(gold)
     if a.json or a.predictions:
-        print(json.dumps(out, indent=1))
+        print(strict_json.dumps(out, indent=1))
     else:
         print(_table(gold))
         for k in ("model_category", "condition_category_pushback", "curiosity_engages"):

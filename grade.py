@@ -43,6 +43,7 @@ import chat_format
 import diversity
 import load_weights
 import reward_model
+import strict_json
 from errors import as_user_error, cli
 from gold import LABELS, grader_figures
 from prompts import (
@@ -335,12 +336,12 @@ def main(argv=None) -> int:
     if truth is not None:
         result["summary"]["against_labels"] = grader_figures(truth, graded)
     if a.json:
-        print(json.dumps(result))
+        print(strict_json.dumps(result))
         return 0
     for g in graded:
         print(f"{g['id']:<24} {g['label']:<20} p(pushback)={g['p']:.2f}")
     s = result["summary"]
-    print(json.dumps({k: v for k, v in s.items() if k != "grader"}, indent=1))
+    print(strict_json.dumps({k: v for k, v in s.items() if k != "grader"}, indent=1))
     return 0
 
 

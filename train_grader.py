@@ -38,6 +38,7 @@ import errors
 import gold
 import prompts as prompts_mod
 import reward_model
+import strict_json
 from atomic import atomic_folder
 from gold import LABELS, grader_figures
 from grade import (
@@ -376,10 +377,10 @@ def main(argv=None) -> int:
             shutil.copytree(a.pushback_model, tmp / "pushback")
         (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-    print(json.dumps(metrics["validation"]["all"]))
+    print(strict_json.dumps(metrics["validation"]["all"]))
     if not a.no_gold:
         figs = measure_gold(out)
-        print(json.dumps({k: v for k, v in figs.items() if k != "confusion"}))
+        print(strict_json.dumps({k: v for k, v in figs.items() if k != "confusion"}))
     return 0
 
 

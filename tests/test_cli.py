@@ -9,6 +9,7 @@ gets its cases here. Then the pieces: the wrapper, the old-flag aliases, strict 
 evaluate.py on a broken checkpoint.
 """
 
+import ast
 import json
 import math
 import re
@@ -288,6 +289,24 @@ def test_strict_json_writes_null_for_non_finite():
         "a": None, "b": [1.0, None, [None, 2]], "c": None, "d": 3, "e": {"f": 0.5}, "g": "NaN"
     }  # fmt: skip
     assert strict_json.finite([float("nan")]) == [None]
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_json_on_stdout_goes_through_strict_json(name):
+    """What a command prints as JSON is strict (strict_json.dumps: null, never a bare NaN)."""
+    tree = ast.parse((ROOT / f"{name}.py").read_text())
+    plain = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
+        for arg in node.args
+        for inner in ast.walk(arg)
+        if isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Attribute)
+        and inner.func.attr == "dumps"
+        and getattr(inner.func.value, "id", None) == "json"
+    ]
+    assert not plain, f"{name}.py prints json.dumps on lines {plain}: use strict_json.dumps"
 
 
 def test_evaluate_json_has_no_bare_nan():
