@@ -280,9 +280,9 @@ def save(rm: RewardModel, out_dir, extra: dict | None = None, write_backbone=Non
     return out_dir
 
 
-def load(path, dtype=None, merge: bool = True) -> RewardModel:
-    """The reward model saved in folder `path`; with `merge`, LoRA folded into the weights.
-    A base_model of BACKBONE_DIR is the folder's own backbone."""
+def check_folder(path) -> Path:
+    """`path` as a Path; FileNotFoundError unless it holds a reward model's config and weights
+    (checked before any model work; `load` checks it too)."""
     path = Path(path)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (path / name).is_file():
@@ -290,6 +290,13 @@ def load(path, dtype=None, merge: bool = True) -> RewardModel:
                 f"{path / name} not found: {path} is not a reward-model folder "
                 "(train one with `uv run python train_rm.py`)"
             )
+    return path
+
+
+def load(path, dtype=None, merge: bool = True) -> RewardModel:
+    """The reward model saved in folder `path`; with `merge`, LoRA folded into the weights.
+    A base_model of BACKBONE_DIR is the folder's own backbone."""
+    path = check_folder(path)
     raw = json.loads((path / CONFIG_FILE).read_text())
     known = {f.name for f in dataclasses.fields(RMConfig)}
     unknown = sorted(set(raw) - known)

@@ -308,6 +308,8 @@ def main(argv=None) -> int:
                    help="measure the grader folder DIR on the gold set (with and without "
                    "the reference notes), write DIR/gold.json and stop (~9 min)")  # fmt: skip
     a = p.parse_args(argv)
+    if a.pushback_model:
+        reward_model.check_folder(a.pushback_model)  # before the features' model work
     if a.measure_gold:
         with errors.as_user_error(ValueError):
             folder = Path(a.measure_gold)

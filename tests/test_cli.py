@@ -82,7 +82,7 @@ ENTRY_POINTS = {
     "sweep": (None, ["--jobs", "0"], None),
     "train": (["--config", MISSING], ["--group-size", "0"],
               (["--data", BAD, "--out-dir", OUT], "data/eval.jsonl")),
-    "train_grader": (None, ["--steps", "many"], None),
+    "train_grader": (["--pushback-model", MISSING], ["--steps", "many"], None),
     "train_rm": (["--pairs", MISSING], ["--steps", "0"],
                  (["--pairs", BAD], "data/rm_pairs.jsonl")),
 }  # fmt: skip
@@ -171,6 +171,19 @@ def test_malformed_jsonl_line_is_named(name, tmp_path, capsys):
     code, _, err = call(name, fill(argv, tmp_path, bad), capsys)
     line = assert_one_error_line(code, err)
     assert re.search(re.escape(str(path)) + r"( line |:)2\b", line), line
+
+
+def test_train_grader_checks_its_classifier_folder_before_model_work(tmp_path, capsys, monkeypatch):
+    import train_grader
+
+    def no_model_work(*args, **kwargs):
+        raise AssertionError("model work before --pushback-model was checked")
+
+    monkeypatch.setattr(train_grader, "features", no_model_work)
+    (tmp_path / "notrm").mkdir()
+    for folder in (tmp_path / "missing", tmp_path / "notrm"):
+        code, _, err = call("train_grader", ["--pushback-model", str(folder)], capsys)
+        assert str(folder) in assert_one_error_line(code, err)
 
 
 def test_the_exit_status_reaches_the_shell(tmp_path):
