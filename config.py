@@ -206,6 +206,13 @@ class TrainConfig:
         if self.routing_eval_every < 0 or self.routing_eval_samples < 1:
             raise ValueError("routing_eval_every must be >= 0 and routing_eval_samples >= 1")
 
+    def load_data(self) -> tuple[list[dict], list[dict]]:
+        """(training records, eval records: [] when nothing evaluates) through the task's
+        loader: a missing or malformed file is a DataError here, before any model work."""
+        task = tasks.get(self.task)
+        evaluates = self.eval_every or self.routing_eval_every
+        return task.load(self.data), task.load(self.eval_data) if evaluates else []
+
     def loss_config(self) -> grpo.LossConfig:
         return grpo.LossConfig(
             loss_type=self.loss_type,

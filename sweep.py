@@ -138,8 +138,9 @@ def _refuse(message: str):
     raise SweepError(f"train.py flags: {message}")
 
 
-def plan(grid, fixed, passthrough: list[str], out_dir: Path) -> list[Planned]:
-    """Every run of the sweep, each config resolved and checked now (before any model loads)."""
+def plan(grid, fixed, passthrough: list[str], out_dir: Path, check_data=True) -> list[Planned]:
+    """Every run of the sweep, each config resolved and checked now (before any model loads),
+    with its data files unless `check_data` is off (a summary of runs already made)."""
     clash = sorted(set(grid) & set(fixed))
     if clash:
         raise SweepError(f"{clash} appear in both --grid and --fixed")
@@ -171,6 +172,8 @@ def plan(grid, fixed, passthrough: list[str], out_dir: Path) -> list[Planned]:
             if unknown:
                 raise SweepError(f"train.py does not know {unknown}; see train.py --help")
             cfg = resolve_config(args)
+            if check_data:
+                cfg.load_data()
         except (ConfigError, ValueError) as e:
             raise SweepError(f"run {name}: {e}") from None
         status = run_status(run_dir, cfg.steps)
@@ -422,7 +425,8 @@ def main(argv=None) -> int:
     grid = parse_assignments(args.grid, "--grid", multi=True)
     fixed = {k: v[0] for k, v in parse_assignments(args.fixed, "--fixed", False).items()}
     out_dir = Path(args.out_dir)
-    runs = plan(grid, fixed, passthrough, out_dir)  # every run checked: SweepError before any
+    # every run checked, its data files too: a SweepError before any run starts
+    runs = plan(grid, fixed, passthrough, out_dir, check_data=not args.summary_only)
     if args.dry_run:
         for r in runs:
             print(f"{r.name} [{r.status}]: python train.py {' '.join(r.argv)}")

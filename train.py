@@ -55,8 +55,7 @@ WHERE = ("out_dir", "run_name")
 
 def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn=None) -> Run:
     task = tasks.get(cfg.task)
-    records = task.load(cfg.data)  # bad files fail here, before any model work
-    eval_records = task.load(cfg.eval_data) if cfg.eval_every or cfg.routing_eval_every else []
+    records, eval_records = cfg.load_data()  # bad files fail here, before any model work
     mx.random.seed(cfg.seed)  # only LoRA init draws from MLX's global RNG
     dtype = backend.parse_dtype(cfg.dtype)
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
