@@ -17,6 +17,7 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 import chat
 import checkpoint
 import eval_routing
+import eval_task
 import evaluate
 import lora
 from load_weights import LoadError, load, resolve
@@ -135,6 +136,16 @@ def test_eval_routing_takes_every_kind_with_the_runs_settings(runs, kind, capsys
     out = json.loads(capsys.readouterr().out)
     assert out["checkpoint"] == str(run_dir / "checkpoints" / "step_000002")
     assert ("routing/retain/task_reward" in out) == (kind == "dual")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_eval_task_takes_every_kind_of_run_and_checkpoint_folder(runs, kind, capsys):
+    """README: `eval_task.py --model runs/<name>/checkpoints/step_N` (and the run folder)."""
+    run_dir, _ = runs[2][kind]
+    for ref in (run_dir, run_dir / "checkpoints" / "step_000002"):
+        argv = ["--model", str(ref), "--limit", "1", "--max-new-tokens", "2", "--json"]
+        assert eval_task.main(argv) == 0
+        assert json.loads(capsys.readouterr().out)["model"] == str(ref)
 
 
 def test_a_run_without_a_checkpoint_or_a_reward_model_is_one_clear_error(runs, tmp_path, capsys):
