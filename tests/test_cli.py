@@ -359,6 +359,43 @@ def test_evaluate_on_a_broken_checkpoint_is_one_error_line(damage, checkpoint, t
     assert str(broken) in line, line
 
 
+MODEL = "MODEL"  # replaced by the broken checkpoint folder
+# entry point -> argv taking a model folder (evaluate: above); each loads it before other work
+MODEL_ENTRY_POINTS = {
+    "bench_judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
+    "bench_learning": ["--model", MODEL, "--steps", "1"],
+    "bench_rollout": ["--model", MODEL, "--trials", "1", "--skip-mlx-lm"],
+    "bench_train": ["--model", MODEL, "--steps", "2"],
+    "chat": ["--model", MODEL, "--port", PORT],
+    "eval_routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
+    "eval_task": ["--model", MODEL, "--limit", "1", "--max-new-tokens", "2"],
+    "gwen": ["--model", MODEL, "--prompt", "hi", "--max-new-tokens", "2"],
+    "quantize": ["--model", MODEL, "--limit", "1"],
+    "sft": ["--model", MODEL, "--steps", "1", "--out-dir", OUT],
+    "train": ["--model", MODEL, "--steps", "1", "--reward", "happy", "--out-dir", OUT],
+    "train_rm": ["--model", MODEL, "--steps", "1", "--out", OUT],
+}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "no_tokenizer"])
+@pytest.mark.parametrize("name", sorted(MODEL_ENTRY_POINTS))
+def test_a_broken_checkpoint_is_one_error_line_everywhere(name, damage, checkpoint, tmp_path,
+                                                          capsys):  # fmt: skip
+    import shutil
+
+    broken = tmp_path / damage
+    shutil.copytree(checkpoint, broken)
+    weights = broken / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        (broken / "tokenizer.json").unlink()
+    argv = [str(broken) if a == MODEL else a for a in fill(MODEL_ENTRY_POINTS[name], tmp_path)]
+    code, _, err = call(name, argv, capsys)
+    line = assert_one_error_line(code, err)
+    assert str(broken) in line, line
+
+
 def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
     import gwen
 
