@@ -8,9 +8,9 @@
 checks the whole file first and raises `DataError` naming the file, the 1-based line and the
 fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
 seeded order per epoch with a resumable cursor; `eval_subset` takes a held-out set's first N
-prompts round-robin over categories; `write_jsonl` writes records atomically. This module does
-not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
-imports no model code.
+prompts round-robin over categories; `write_jsonl` writes records atomically; `output_folder`
+checks a data builder's --out before it reads anything. This module does not make or split data
+(`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it imports no model code.
 """
 
 import json
@@ -408,6 +408,20 @@ class PromptStream:
 
     def load_state(self, state: dict) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def output_folder(path, flag: str = "--out") -> Path:
+    """`path` as the folder a data builder writes into, checked before the builder reads anything:
+    a UserError naming the flag when it, or the nearest part of it that exists, is not a folder
+    (a missing folder is made when the files are written)."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        where = "" if existing == path else f" ({existing})"
+        raise UserError(
+            f"{flag} {path}{where} is a file, not a folder; give the folder to write the files into"
+        )
+    return path
 
 
 def write_jsonl(records, path) -> Path:

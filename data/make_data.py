@@ -24,7 +24,8 @@ for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts a
 
 from load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources, norm  # noqa: E402
 
-from prompts import load_judge_pairs, load_prompts  # noqa: E402
+import errors  # noqa: E402
+from prompts import load_judge_pairs, load_prompts, output_folder  # noqa: E402
 
 SEED = 20240611
 SOURCE_FILES = ("claims", "false_premise", "control", "curiosity", "nonsense", "judge_pairs")
@@ -326,10 +327,12 @@ def write_jsonl(path, records):
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+@errors.cli
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory for the JSONL files (default data/)")
     args = parser.parse_args(argv)
+    output_folder(args.out)
     sources = read_sources()
     train = build_train(sources)
     held_out = build_eval(train, sources)
@@ -357,4 +360,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

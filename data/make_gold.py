@@ -30,7 +30,8 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:  # gwen, prompts at the root
     sys.path.insert(0, ROOT)
 
-from prompts import load_prompts  # noqa: E402
+import errors  # noqa: E402
+from prompts import EVAL_PROMPTS, load_prompts, output_folder  # noqa: E402
 
 SEED = 20251124
 MAX_NEW_TOKENS = 120
@@ -143,7 +144,7 @@ def plan_rows(records: list[dict], models: set[str], rounds: set[int]) -> list[d
         by_cat.setdefault(r["category"], []).append(r)
     rows = []
     for n, ((category, model, condition, count), rnd) in enumerate(zip(PLAN, ROUNDS, strict=True)):
-        pool = by_cat[category]
+        pool = by_cat.get(category, [])
         if count > len(pool):
             raise ValueError(f"PLAN asks {count} {category} prompts of {len(pool)}; lower it")
         rng = random.Random(f"{SEED}|{category}|{model}|{condition}")
@@ -197,9 +198,39 @@ def sample_rows(gwen, rows: list[dict]) -> list[str]:
     return texts
 
 
+def appended_after(out: str, earlier: list[dict]) -> int:
+    """The first id of the rows --append adds to `out`, which must hold the `earlier` rounds."""
+    if not os.path.isfile(out):
+        raise errors.UserError(
+            f"--append: {out} not found; pass the --out the earlier rounds were written to"
+        )
+    with open(out, encoding="utf-8") as f:
+        have = sum(1 for line in f if line.strip())
+    if have != len(earlier):
+        raise errors.UserError(
+            f"--append: {out} has {have} rows, the earlier rounds {len(earlier)}; pass the --out "
+            "they were written to, or sample them first"
+        )
+    return have + 1
+
+
+def check_paths(a, checkpoints: set[str]) -> None:
+    """--out can be written and the checkpoint folders sampled from exist, before model work."""
+    if os.path.isdir(a.out):
+        raise errors.UserError(f"--out {a.out} is a folder; give the JSONL file to write")
+    output_folder(os.path.dirname(os.path.abspath(a.out)), flag=f"--out {a.out}: its folder")
+    for name in sorted(checkpoints):
+        if not os.path.isdir(os.path.join(a.checkpoints, name)):
+            raise errors.UserError(
+                f"--checkpoints {a.checkpoints} has no {name}/; pass the gold_policy run's "
+                "checkpoints folder, or --base-only"
+            )
+
+
+@errors.cli
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Sample the gold set's answers (labelled by hand).")
-    p.add_argument("--prompts", default=os.path.join(ROOT, "data", "eval.jsonl"))
+    p.add_argument("--prompts", default=os.path.join(ROOT, EVAL_PROMPTS))
     p.add_argument(
         "--checkpoints",
         default=os.path.join(ROOT, "runs/gold_policy/checkpoints"),
@@ -210,24 +241,24 @@ def main(argv=None) -> None:
     p.add_argument("--append", action="store_true", help="append the rows to --out (with --round)")
     p.add_argument("--out", default=os.path.join(HERE, "gold", "answers.jsonl"))
     a = p.parse_args(argv)
+    records = load_prompts(a.prompts)
+    models = {BASE} if a.base_only else {BASE, *CHECKPOINTS}
+    rounds = {a.round} if a.round else set(ROUNDS)
+    try:
+        rows = plan_rows(records, models, rounds)
+    except ValueError as e:
+        raise errors.UserError(f"--prompts {a.prompts}: {e}, or pass {EVAL_PROMPTS}") from e
+    first_id = 1
+    if a.append:
+        earlier = plan_rows(records, models, {r for r in ROUNDS if r < min(rounds)})
+        first_id = appended_after(a.out, earlier)
+    check_paths(a, {r["model"] for r in rows} - {BASE})
 
     import backend  # start-up: MLX and the model code load after the arguments are checked
 
     from gwen import Gwen  # start-up
     from load_weights import load  # start-up
 
-    records = load_prompts(a.prompts)
-    models = {BASE} if a.base_only else {BASE, *CHECKPOINTS}
-    rounds = {a.round} if a.round else set(ROUNDS)
-    rows = plan_rows(records, models, rounds)
-    first_id = 1
-    if a.append:
-        earlier = plan_rows(records, models, {r for r in ROUNDS if r < min(rounds)})
-        with open(a.out, encoding="utf-8") as f:
-            have = sum(1 for line in f if line.strip())
-        if have != len(earlier):
-            sys.exit(f"error: {a.out} has {have} rows, the earlier rounds {len(earlier)}")
-        first_id = have + 1
     backend.announce()
     for model in sorted({r["model"] for r in rows}, key=lambda m: (m != BASE, m)):
         ref = model if model == BASE else os.path.join(a.checkpoints, model)
@@ -265,4 +296,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,7 +23,8 @@ for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts a
 
 from load_sources import SOURCES, load_source  # noqa: E402
 
-from prompts import load_prompts  # noqa: E402
+import errors  # noqa: E402
+from prompts import load_prompts, output_folder  # noqa: E402
 
 
 def _combinations(text: dict) -> list[str]:
@@ -51,10 +52,12 @@ def happy_eval_records(directory=SOURCES) -> list[dict]:
     ]
 
 
+@errors.cli
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory for the JSONL file (default data/)")
     args = parser.parse_args(argv)
+    output_folder(args.out)
     os.makedirs(args.out, exist_ok=True)
     for name, records in (
         ("happy_prompts.jsonl", happy_records()),
@@ -69,4 +72,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

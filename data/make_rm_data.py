@@ -28,6 +28,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import errors  # noqa: E402
 from prompts import (  # noqa: E402
     CATEGORIES,
     CRITERIA,
@@ -39,6 +40,7 @@ from prompts import (  # noqa: E402
     load_pairs,
     load_prompts,
     load_pushback_labels,
+    output_folder,
 )
 
 EXTERNAL = os.path.join(HERE, "external")
@@ -115,7 +117,7 @@ CC_EVAL_CATEGORY = {
 }
 
 
-class SourceError(ValueError):
+class SourceError(errors.UserError, ValueError):
     """An input file is missing or malformed; the message names the file and the place."""
 
 
@@ -613,11 +615,14 @@ def report(pairs, ext, labels, dropped):
     print("  kind: " + ", ".join(f"{k} {counts[k]}" for k in PUSHBACK_KINDS))
 
 
+@errors.cli
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory for the JSONL files (default data/)")
     args = parser.parse_args(argv)
+    output_folder(args.out)
     out = build()
+    os.makedirs(args.out, exist_ok=True)
     paths = write_all(out, args.out)
     pairs = load_pairs(paths["rm_pairs"])
     ext = load_prompts(paths["eval_external"])
@@ -626,4 +631,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

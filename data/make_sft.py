@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # prompts.py and train_grader.py are at the root
 
+import errors  # noqa: E402
 from diversity import word_count  # noqa: E402
-from prompts import CATEGORIES, EVAL_PROMPTS, DataError, load_prompts  # noqa: E402
+from prompts import CATEGORIES, EVAL_PROMPTS, DataError, load_prompts, output_folder  # noqa: E402
 
 OUT = ROOT / "data" / "sft"
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -161,18 +162,20 @@ def write(path: Path, records: list[dict]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
 
 
+@errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Build data/sft/ for sft.py.")
     p.add_argument("--falseqa", type=int, default=0, help="also write N + N FalseQA records")
     p.add_argument("--seed", type=int, default=0, help="seed of the FalseQA draw")
     p.add_argument("--out", type=Path, default=OUT, help="output folder (default data/sft)")
     a = p.parse_args(argv)
-    try:
-        records = written_records()
-        extra = falseqa_records(a.falseqa, a.seed) if a.falseqa else []
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if a.falseqa < 0:
+        raise errors.UserError(
+            f"--falseqa {a.falseqa}: give a count >= 0 (0 writes no FalseQA file)"
+        )
+    output_folder(a.out)
+    records = written_records()
+    extra = falseqa_records(a.falseqa, a.seed) if a.falseqa else []
     write(a.out / "written.jsonl", records)
     counts = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
     print(f"wrote {a.out / 'written.jsonl'}: {len(records)} records {counts}")

@@ -176,6 +176,60 @@ def test_malformed_jsonl_line_is_named(name, tmp_path, capsys):
     assert re.search(re.escape(str(path)) + r"( line |:)2\b", line), line
 
 
+FILE = "FILE"  # replaced by an existing one-line file (an --out that is not a folder)
+# the data builders, scripts in data/: name -> (argv with a missing input file or None,
+#                                              argv with a bad flag value)
+BUILDERS = {
+    "make_data": (None, ["--out", FILE]),
+    "make_gold": (["--prompts", MISSING], ["--round", "2", "--append", "--out", FILE]),
+    "make_happy_prompts": (None, ["--out", FILE]),
+    "make_rm_data": (None, ["--out", FILE]),
+    "make_sft": (None, ["--out", FILE]),
+}
+
+
+def builder(name: str):
+    if str(ROOT / "data") not in sys.path:
+        sys.path.insert(0, str(ROOT / "data"))  # scripts in data/, not a package
+    return __import__(name)
+
+
+def test_every_builder_has_cases():
+    found = [p.stem for p in (ROOT / "data").glob("*.py") if "def main(" in p.read_text()]
+    assert sorted(found) == sorted(BUILDERS)
+
+
+def call_builder(name: str, argv: list[str], tmp_path: Path, capsys) -> tuple[int, str, str]:
+    (tmp_path / "file.txt").write_text("one line\n")
+    argv = [str(tmp_path / "file.txt") if a == FILE else a for a in fill(argv, tmp_path)]
+    builder(name)
+    return call(name, argv, capsys)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_help_exits_0_and_main_is_wrapped(name, capsys):
+    code, out, _ = call(builder(name).__name__, ["--help"], capsys)
+    assert code == 0 and "usage:" in out
+    assert builder(name).main.__code__ is errors.cli(len).__code__, f"{name}.main lacks @errors.cli"
+    tail = (ROOT / "data" / f"{name}.py").read_text().split('if __name__ == "__main__":')[1]
+    assert tail.strip() in ("sys.exit(main())", "raise SystemExit(main())"), tail
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in BUILDERS.items() if c[0]))
+def test_builder_missing_input_file_is_one_error_line_exit_2(name, tmp_path, capsys):
+    code, _, err = call_builder(name, BUILDERS[name][0], tmp_path, capsys)
+    line = assert_one_error_line(code, err)
+    assert str(tmp_path / "missing.jsonl") in line, line
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_bad_flag_value_is_one_error_line_exit_2(name, tmp_path, capsys):
+    code, _, err = call_builder(name, BUILDERS[name][1], tmp_path, capsys)
+    line = assert_one_error_line(code, err)
+    assert str(tmp_path / "file.txt") in line, line
+    assert (tmp_path / "file.txt").read_text() == "one line\n"  # nothing written
+
+
 def test_train_grader_checks_its_classifier_folder_before_model_work(tmp_path, capsys, monkeypatch):
     import train_grader
 
@@ -242,6 +296,7 @@ def test_every_user_error_class_derives_from_user_error():
         (load_weights.LoadError, RuntimeError), (config.ConfigError, ValueError),
         (distributed.LaunchError, ValueError), (runs.RunsError, Exception),
         (sweep.SweepError, ValueError), (chess_data.StockfishNotFound, RuntimeError),
+        (builder("make_rm_data").SourceError, ValueError),
     ]:  # fmt: skip
         assert issubclass(cls, errors.UserError) and issubclass(cls, other), cls
 
