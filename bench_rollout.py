@@ -24,6 +24,7 @@ import errors
 import flags
 import strict_json
 from gwen import Gwen, check_sampling
+from load_weights import MODEL_HELP
 from sampling import sample_numpy
 
 PROMPTS = [
@@ -157,7 +158,7 @@ def profile(gwen, prompts, a):
 @errors.cli
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="smollm2-135m", help="HF folder, hub id or smollm2-135m")
+    p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--prompts-per-step", type=int, default=8, help="distinct prompts B")
     p.add_argument("--group-size", type=int, default=8, help="samples per prompt G")
     p.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per sample (exact)")
