@@ -145,7 +145,8 @@ def clip_per_adapter(grads, max_norm: float):
 
 
 # ----------------------------------------------------------------------------------------------
-# The loop's side (train.py calls these; they take its Run and Rollout)
+# The loop's side (train.py and policy_update.update call these with plain arguments: the run's
+# config, the model, its reference and a Rollout)
 
 
 def flag_hacks(detectors: list, b) -> dict:
