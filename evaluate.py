@@ -46,7 +46,7 @@ from eval_grading import (
     grader_line,
     stance_detectors,
 )
-from grade import Grader
+from grade import Grader, notes_sha256
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
 from prompts import (
@@ -369,7 +369,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             extra |= {f"reward/{k}": v for k, v in scored.items()}
         if grader is not None:
             gkey = Cache.key("graded-flags", akey, model_fingerprint(cfg.grader),
-                             model_fingerprint(cfg.notes) if notes else "no-notes")  # fmt: skip
+                             notes_sha256(cfg.notes) if notes else "no-notes")  # fmt: skip
             graded = cache.get(gkey)
             if graded is None:
                 graded = grade_answers(grader, records, answers["texts"], notes)

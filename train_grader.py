@@ -311,10 +311,9 @@ def main(argv=None) -> int:
     if a.pushback_model:
         reward_model.check_folder(a.pushback_model)  # before the features' model work
     if a.measure_gold:
-        with errors.as_user_error(ValueError):
-            folder = Path(a.measure_gold)
-            if not (folder / "config.json").is_file():
-                raise FileNotFoundError(f"{folder}: no grader here (no config.json)")
+        folder = Path(a.measure_gold)
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"{folder}: no grader here (no config.json)")
         backend.announce()
         measure_gold(folder)
         print((folder / "gold.json").read_text())
