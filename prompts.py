@@ -163,9 +163,10 @@ def read_jsonl(
     return values, errors
 
 
-def _check_record(record, fields, allowed, optional=(), flags=()):
+def _check_record(record, fields, allowed, optional=(), flags=(), lists=()):
     """Problems with one parsed line, as a list of strings (empty if fine). `fields` are required
-    strings, `optional` strings that may be absent, `flags` required booleans."""
+    strings, `optional` strings that may be absent, `flags` required booleans, `lists` required
+    non-empty lists of non-empty strings."""
     if not isinstance(record, dict):
         return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
     problems = []
@@ -174,6 +175,12 @@ def _check_record(record, fields, allowed, optional=(), flags=()):
             problems.append(f"missing field {name!r}; write {name!r}: true or false")
         elif not isinstance(record[name], bool):
             problems.append(f"field {name!r} must be true or false, got {record[name]!r}")
+    for name in lists:
+        value = record.get(name)
+        if not (isinstance(value, list) and value):
+            problems.append(f"field {name!r} must be a non-empty list of strings")
+        elif not all(isinstance(v, str) and v.strip() for v in value):
+            problems.append(f"every entry of {name!r} must be a non-empty string")
     for name in (*fields, *(o for o in optional if o in record)):
         if name not in record:
             problems.append(f"missing field {name!r}; every line needs {', '.join(fields)}")
@@ -183,7 +190,7 @@ def _check_record(record, fields, allowed, optional=(), flags=()):
             )
         elif not record[name].strip():
             problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
-    known = (*fields, *optional, *flags)
+    known = (*fields, *optional, *flags, *lists)
     extra = sorted(set(record) - set(known))
     if extra:
         problems.append(
@@ -249,16 +256,9 @@ def load_notes(path) -> dict[str, dict]:
         if not isinstance(r, dict):
             errors.append((n, "expected a JSON object with id, prompt, note, markers"))
             continue
-        problems = _check_record(r, ("id", "prompt", "note"), {}, optional=(), flags=())
-        problems = [x for x in problems if "unknown field" not in x or "markers" not in x]
-        markers = r.get("markers")
-        if not (isinstance(markers, list) and markers):
-            problems.append("field 'markers' must be a non-empty list of phrases")
-        elif not all(isinstance(m, str) and m.strip() and m == m.lower() for m in markers):
-            problems.append("every marker must be a non-empty lowercase string")
-        extra = sorted(set(r) - {"id", "prompt", "note", "markers"})
-        if extra:
-            problems.append(f"unknown field(s) {extra}; allowed: id, prompt, note, markers")
+        problems = _check_record(r, ("id", "prompt", "note"), {}, lists=("markers",))
+        if not problems and any(m != m.lower() for m in r["markers"]):
+            problems.append("every marker must be lowercase (answers are matched lowercased)")
         text = r.get("prompt").strip() if isinstance(r.get("prompt"), str) else None
         if not problems and text in first:
             problems.append(f"a second note for the prompt of line {first[text]}; keep one")
