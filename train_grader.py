@@ -71,7 +71,8 @@ KIND_LABEL = {
     "decoy_words": "answers",
     "echo": "answers",
 }
-SAMPLED = ("policy", "policy_warm", "policy_flags")  # the policies' own answers, read and labelled
+# the policies' own answers, read and labelled ("policy_run": read sets added with --with-reads)
+SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 
@@ -185,6 +186,28 @@ def flag_answers() -> list[dict]:
     return _grader_files("flag", "policy_flags", (("", 15), ("2", 16)))
 
 
+def run_reads(folders: list[str]) -> list[dict]:
+    """Read sets of a run's own rollouts on training prompts (data/reads/<name>/answers.jsonl +
+    labels.jsonl), added with --with-reads: source "policy_run", a third of each folder's prompts
+    (seed 17) validate. A folder holding an evaluation prompt is refused: those stay held out."""
+    out, banned = [], eval_prompts()
+    for d in folders:
+        folder = Path(d)
+        for name in ("answers.jsonl", "labels.jsonl"):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"--with-reads {d}: no {name} there (a read set folder "
+                                        "holds answers.jsonl and labels.jsonl)")  # fmt: skip
+        rows = read_labelled(folder / "answers.jsonl", folder / "labels.jsonl", "policy_run", 17)
+        held = sorted({r["prompt"] for r in rows if norm(r["prompt"]) in banned})
+        if held:
+            raise ValueError(
+                f"--with-reads {d}: {len(held)} prompts are evaluation prompts "
+                f"(first: {held[0]!r}); read sets of eval prompts must not train"
+            )
+        out += rows
+    return out
+
+
 def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
     """The pushback classifier's file (train_rm.py --labels, gold scheme): every training record,
     the policies' own labelled answers repeated `policy_repeat` times (they are the text the
@@ -218,7 +241,8 @@ def written_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
-def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False) -> list[dict]:
+def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False,
+               reads: list[str] = ()) -> list[dict]:  # fmt: skip
     rng = random.Random(seed)
     data = []
     for r in load_pushback_labels(ROOT / "data" / "pushback_labels.jsonl"):
@@ -235,6 +259,7 @@ def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False)
         data += warm_policy_answers()
     if with_flags:
         data += flag_answers()
+    data += run_reads(reads)
     banned = eval_prompts()
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
@@ -298,6 +323,9 @@ def main(argv=None) -> int:
                    "file) that decides pushback; copied into the grader folder")  # fmt: skip
     p.add_argument("--write-labels", metavar="FILE", help="write the pushback classifier's "
                    "training file (train_rm.py --labels FILE) and stop")  # fmt: skip
+    p.add_argument("--with-reads", metavar="DIR", action="append", default=[],
+                   help="--write-labels: add this read set of a run's rollouts on training "
+                   "prompts (answers.jsonl + labels.jsonl; repeatable)")  # fmt: skip
     p.add_argument("--policy-repeat", type=int, default=3,
                    help="--write-labels: copies of each sampled policy answer in training")
     p.add_argument("--head-from", metavar="DIR",
@@ -320,7 +348,10 @@ def main(argv=None) -> int:
         return 0
     sampled = bool(a.write_labels or a.head_from)  # the read policy answers since the third version
     with errors.as_user_error(ValueError):  # the data files
-        data = build_data(a.seed, with_warm=sampled, with_flags=sampled)
+        if a.with_reads and not a.write_labels:
+            raise ValueError("--with-reads only adds to --write-labels's file: "
+                             "pass --write-labels FILE")  # fmt: skip
+        data = build_data(a.seed, with_warm=sampled, with_flags=sampled, reads=a.with_reads)
     if a.write_labels:
         rows = classifier_labels(data, a.policy_repeat)
         prompts_mod.write_jsonl(rows, a.write_labels)

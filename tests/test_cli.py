@@ -465,3 +465,8 @@ def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
     ]
     assert all(1 <= x["tokens"] <= 3 for x in out["samples"]) and out["tokens"] >= 4
     assert out["tokens"] == sum(x["tokens"] for x in out["samples"]) and out["seconds"] > 0
+
+
+def test_train_grader_with_reads_needs_write_labels(capsys):
+    code, _, err = call("train_grader", ["--with-reads", "data/reads/ctl_disputes_grpo5"], capsys)
+    assert "--write-labels" in assert_one_error_line(code, err)

@@ -319,3 +319,25 @@ def test_gold_measurement_with_and_without_notes(tmp_path, monkeypatch):
     assert w["figures"]["pushback_accuracy"]["k"] == 2
     assert w["figures"]["upgraded_to_pushback"] == 1
     assert "with_notes" not in train_grader.gold_measurement(rows, graded, None)
+
+
+def test_run_reads_split_by_prompt_repeated_and_eval_prompts_refused(tmp_path):
+    import train_grader
+
+    rows = train_grader.run_reads(["data/reads/ctl_disputes_grpo5"])
+    assert len(rows) == 160 and {r["source"] for r in rows} == {"policy_run"}
+    train_p = {r["prompt"] for r in rows if r["split"] == "train"}
+    val_p = {r["prompt"] for r in rows if r["split"] == "val"}
+    assert len(val_p) == 20 // 3 and not train_p & val_p
+    assert sum(r["pushback"] for r in rows) == 59  # the read disputes of true premises
+    out = train_grader.classifier_labels(rows, policy_repeat=3)
+    assert sum(r["split"] == "train" for r in out) == 3 * sum(r["split"] == "train" for r in rows)
+    eval_prompt = json.loads(open("data/eval.jsonl").readline())["prompt"]
+    answer = {"id": "x-0", "prompt_id": "e0", "category": "control", "prompt": eval_prompt,
+              "answer": "a"}  # fmt: skip
+    (tmp_path / "answers.jsonl").write_text(json.dumps(answer) + "\n")
+    (tmp_path / "labels.jsonl").write_text(json.dumps({"id": "x-0", "label": "answers"}) + "\n")
+    with pytest.raises(ValueError, match="1 prompts are evaluation prompts"):
+        train_grader.run_reads([str(tmp_path)])
+    with pytest.raises(FileNotFoundError, match="no answers.jsonl"):
+        train_grader.run_reads([str(tmp_path / "nowhere")])
