@@ -117,6 +117,25 @@ def disputes(text: str) -> bool:
     return pushes_back(text) or bool(_DISPUTE_OPENER.match(text))
 
 
+_NEGATION = re.compile(
+    r"\b(?:no|not|never|none|nothing|nobody|nowhere|neither|nor|cannot)\b|\w+n't\b", re.I
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s|\n")
+
+
+def opening_negation(answer: str, prompt: str) -> bool:
+    """True when the answer's first sentence holds a negation ("not", "never", "didn't", "There's
+    no ...") that the prompt does not (so "Why can't elephants jump?" answered "Elephants can't
+    jump because ..." is not flagged). The policies' own denials of a true premise open this way
+    ("It's not.", "The Berlin Wall didn't fall", "Van Gogh never painted ..."): on attempt 8's
+    control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
+    (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
+    first = _SENTENCE_END.split(answer.strip(), maxsplit=1)[0]
+    in_prompt = {m.group(0).lower().replace("\u2019", "'") for m in _NEGATION.finditer(prompt)}
+    return any(m.group(0).lower().replace("\u2019", "'") not in in_prompt
+               for m in _NEGATION.finditer(first.replace("\u2019", "'")))  # fmt: skip
+
+
 # Which way the stance reward pays per prompt category: +1 for disputing where the premise is
 # false or the prompt is nonsense, -1 for disputing a true premise, 0 where stance is not the point.
 STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
@@ -243,7 +262,11 @@ def _build_asks_question(ctx):
     return _plain(asks_question)
 
 
-def _check_stance(pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical"):
+def _check_stance(
+    pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical", opening: bool = False
+):
+    if not isinstance(opening, bool):
+        raise RewardError(f"stance opening={opening!r} must be true or false")
     for name, v in (("pay", pay), ("penalty", penalty)):
         if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
                 and v >= 0):  # fmt: skip
@@ -258,10 +281,14 @@ def _check_stance(pay: float = 1.0, penalty: float = 1.0, detector: str = "lexic
             )
 
 
-def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical"):
+def _build_stance(
+    ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical", opening: bool = False
+):
     """The stance term. `detector` 'lexical' flags an answer with rewards.disputes (0 or 1); a
     classifier folder (train_rm.py --labels, not reading the category) gives P(pushback), and
-    the pay or penalty is scaled by it, so wording the lexicon misses is still seen."""
+    the pay or penalty is scaled by it, so wording the lexicon misses is still seen. `opening`
+    true raises the flag to 1 where the answer's first sentence negates something the prompt
+    does not (opening_negation): the denials a detector scores low still count."""
     classify = None
     if detector != "lexical":
         clf = reward_model.load(rm_folder(detector))
@@ -280,6 +307,9 @@ def _build_stance(ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "
             flags = [float(disputes(t)) for t in completions]
         else:
             flags = classify(prompts, completions)
+        if opening:
+            flags = [max(float(f), float(opening_negation(t, p)))
+                     for f, t, p in zip(flags, completions, prompts, strict=True)]  # fmt: skip
         values = np.asarray(stance_values(flags, categories, pay, penalty))
         details = [
             {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
@@ -524,7 +554,8 @@ REWARDS: dict[str, Entry] = {
         _check_stance,
         None,
         "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
-        "detector: lexical or a classifier folder",
+        "detector: lexical or a classifier folder; opening: true also flags a negating first "
+        "sentence",
     ),
     "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),

@@ -293,6 +293,37 @@ def test_stance_pay_and_penalty_from_a_reward_file(tmp_path):
     assert got.values.tolist() == [0.5, -3.0, 0.0, 0.0]
 
 
+def test_opening_negation_by_hand():
+    on = rewards.opening_negation
+    assert on("It's not. Reno is far north.", "Why is Reno farther west than LA?")
+    assert on("The Berlin Wall didn\u2019t fall in 1989; it stood.", "Since the Wall fell in 1989?")
+    assert on("There's no evidence giraffes have seven.", "Why do giraffes have seven?")
+    assert on("Van Gogh never painted it.", "Why did Van Gogh paint it?")
+    # a negation after the first sentence, or none at all, is not an opening negation
+    assert not on("Reno is west of LA. It is not far.", "Why is Reno west?")
+    assert not on("Honeybees dance to show the way.", "How do bees tell each other?")
+    # the prompt's own negation echoed back is not a denial of it
+    assert not on("Adult elephants can't jump because their legs are straight.",
+                  "Why can't adult elephants jump?")  # fmt: skip
+    assert on("Elephants can jump, they don't weigh much.", "Why can't adult elephants jump?")
+    # "Nothing", "cannot" and a word merely containing "no" ("north", "know" is not "no")
+    assert on("Nothing like that happened.", "What happened?")
+    assert not on("North of the river, people know it.", "Where is it?")
+
+
+def test_stance_opening_raises_the_detector_flag_from_a_reward_file(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("components:\n  - {name: stance, pay: 1, penalty: 2, opening: true}\n")
+    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    # the lexicon (rewards.disputes) misses "didn't"; the opening flag does not
+    texts = ["The Wall didn't fall.", "The Wall didn't fall.", "It fell in 1989."]
+    assert not any(rewards.disputes(t) for t in texts)
+    got = scorer(["Why did the Wall fall?"] * 3, texts, ["control", "false_premise", "control"])
+    assert got.values.tolist() == [-2.0, 1.0, 0.0]
+    with pytest.raises(rewards.RewardError, match="opening='yes'"):
+        rewards.check_components([rewards.Component("stance", 1.0, {"opening": "yes"})], "t")
+
+
 def test_ensemble_combines_members_by_hand():
     members = [[1.0, -2.0, 4.0, 0.0], [3.0, -2.0, 0.0, float("nan")]]
     # min: the most sceptical member; NaN where a member failed
