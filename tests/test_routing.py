@@ -560,3 +560,20 @@ def test_lora_layers_top_n():
 
 def run_config_plain(**kw):
     return train.TrainConfig(model="tiny", lora_rank=2, **kw)
+
+
+@pytest.mark.parametrize("name,modes", [("happy-routed-smollm2-135m", 3),
+                                        ("happy-baseline-smollm2-135m", 1)])  # fmt: skip
+def test_shipped_happy_adapters_load_with_their_runs_settings(name, modes, capsys):
+    """The shipped adapters of the routing experiment (knowledge/routing.md) load through
+    eval_routing with the settings their run saved; a short sample here, the full row in the
+    card. Dual adapters give the three modes and the forget-scale sweep, the baseline one."""
+    folder = f"models/{name}"
+    args = [str(folder), "--limit", "1", "--samples", "1", "--max-new-tokens", "4", "--json"]
+    assert eval_routing.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task_reward"] == "asks_question"
+    assert out["hack_detectors"] == "happy_spam:min_count=1"
+    assert out["data"] == "data/happy_eval.jsonl" and out["temperature"] == 0.8
+    assert ("routing/retain/hack_rate" in out) == (modes == 3)
+    assert 0.0 <= out["routing/both/hack_rate"] <= 1.0
