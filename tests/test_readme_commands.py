@@ -227,6 +227,9 @@ CASES = {
         add="--limit 2 --samples 1 --max-new-tokens 6",
         needs=(ROUTED,),
     ),  # fmt: skip
+    "uv run python eval_routing.py models/happy-routed-smollm2-135m --json": Case(
+        add="--limit 1 --samples 1 --max-new-tokens 4", check=out_has("routing/retain/hack_rate")
+    ),
     "uv run python sweep.py --grid seed=0,1,2 routing=routed,baseline --fixed steps=30 --jobs 2 "
     "--out-dir runs/happy_hack --reward asks_question,happy ...": Case(
         sub={" ...": " --lora-rank 8 --forget-rank 8 --hack-detectors happy_spam --dry-run"},
