@@ -13,7 +13,6 @@ SIGTERM into "finish the step, then checkpoint". It does not prune old checkpoin
 
 import dataclasses
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
 import lora as lora_mod
-from atomic import atomic_folder
+from atomic import atomic_folder, atomic_write
 
 
 def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
@@ -64,12 +63,7 @@ def save(
         state = dict(trainer_state, step=step)
         (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
         (tmp / "train_config.json").write_text(json.dumps(config, indent=1))
-    pointer = Path(run_dir) / "latest"
-    pointer_tmp = Path(run_dir) / f".latest-{os.getpid()}"
-    pointer_tmp.write_text(final.name + "\n")
-    with open(pointer_tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(pointer_tmp, pointer)
+    atomic_write(Path(run_dir) / "latest", final.name + "\n", fsync=True)
     return final
 
 

@@ -6,9 +6,9 @@ changes its fingerprint and misses the cache. Not a general store: values must b
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from atomic import atomic_write
 from load_weights import resolve
 
 
@@ -47,7 +47,4 @@ class Cache:
     def put(self, key: str, value) -> None:
         if self.dir is None:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(value))
-        os.replace(tmp, self.dir / f"{key}.json")
+        atomic_write(self.dir / f"{key}.json", json.dumps(value))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from atomic import atomic_file
 from errors import UserError
 
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
@@ -428,10 +429,7 @@ def write_jsonl(records, path) -> Path:
     """One JSON object per line via a temp file renamed into place, so a failed run leaves no
     half-written file (the parent folder is made if missing)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_file(path) as f:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
     return path

@@ -26,6 +26,7 @@ import mlx.core as mx
 import numpy as np
 
 import grpo
+from atomic import atomic_write
 from rewards import category_means, criterion_means
 from rollout_batch import Rollout
 
@@ -156,9 +157,7 @@ class MetricsLog:
         if lines and not lines[-1].endswith("\n"):
             lines.pop()
         kept = [ln for i, ln in enumerate(lines) if _parse(ln, self.path, i)["step"] <= step]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(kept))
-        os.replace(tmp, self.path)  # atomic: a crash here leaves the old or the new file
+        atomic_write(self.path, "".join(kept))  # a crash here leaves the old or the new file
 
     @staticmethod
     def read(path) -> list[dict]:

@@ -11,12 +11,12 @@ checkpoint), one file at a time, atomically. Not a reader: TensorBoard (or its
 EventAccumulator) reads these files.
 """
 
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from atomic import atomic_file
 from runlog import _scalar  # the conversion metrics.jsonl uses, so both logs hold equal values
 
 HIST_BINS = 30
@@ -103,14 +103,10 @@ class TBLog:
             # 16 bytes of framing per record; more on disk = a record cut short by a crash
             if kept == records and path.stat().st_size == sum(len(r) + 16 for r in records):
                 continue
-            tmp = path.with_name(f".purge-{os.getpid()}")  # no "tfevents": readers skip it
-            with open(tmp, "wb") as f:
+            with atomic_file(path, "wb", fsync=True) as f:
                 writer = RecordWriter(f)
                 for r in kept:
                     writer.write(r)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
 
     def close(self) -> None:
         if self._writer is not None:

@@ -22,7 +22,6 @@ import argparse
 import csv
 import hashlib
 import json
-import os
 import random
 import shutil
 import sys
@@ -39,7 +38,7 @@ import gold
 import prompts as prompts_mod
 import reward_model
 import strict_json
-from atomic import atomic_folder
+from atomic import atomic_folder, atomic_write
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -424,9 +423,7 @@ def measure_gold(folder: Path, notes_path: str | None = EVAL_NOTES) -> dict:
     rows = gold.load_gold()
     graded = Grader.load(str(folder)).grade(rows, progress=True)
     out = gold_measurement(rows, graded, notes_path)
-    tmp = folder / "gold.json.tmp"
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    os.replace(tmp, folder / "gold.json")
+    atomic_write(folder / "gold.json", json.dumps(out, indent=1) + "\n")
     return out["figures"]
 
 

@@ -91,7 +91,7 @@ def test_resume_drops_events_after_the_checkpoint(tmp_path):
     assert "train/orphan" not in acc.Tags()["scalars"]
     assert_scalars_match(acc, rows)  # step 3 once, with the resumed run's value
     assert [t.step for t in acc.Tensors("rollout/samples")] == [1, 2, 3, 4]
-    assert not list((run_dir / "tb").glob(".purge-*"))
+    assert not list((run_dir / "tb").glob(".tmp-*"))
     assert file_steps(run_dir / "tb") == [1, 2, 3, 4]
 
 
@@ -128,6 +128,7 @@ def test_truncate_after_is_idempotent_and_keeps_earlier_steps(tmp_path):
     assert [(e.step, e.value) for e in acc.Scalars("train/x")] == [(1, 1.0), (2, 2.0)]
     assert [e.value for e in acc.Scalars("train/flag")] == [1.0, 1.0]
     assert sorted(acc.Tags()["scalars"]) == ["train/flag", "train/x"]  # NaN and text skipped
+    assert [p.name for p in tmp_path.iterdir()] == [tblog.event_files(tmp_path)[0].name]
 
 
 def test_sample_markdown_takes_best_and_worst_and_bounds_text():
