@@ -9,8 +9,9 @@ checks the whole file first and raises `DataError` naming the file, the 1-based 
 fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
 seeded order per epoch with a resumable cursor; `eval_subset` takes a held-out set's first N
 prompts round-robin over categories; `write_jsonl` writes records atomically; `output_folder`
-checks a data builder's --out before it reads anything. This module does not make or split data
-(`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it imports no model code.
+checks a data builder's --out before it reads anything; `norm` is the text key of every overlap
+check between data sets. This module does not make or split data (`data/make_data.py`,
+`data/make_rm_data.py`, knowledge/data.md); it imports no model code.
 """
 
 import json
@@ -202,6 +203,12 @@ def _check_record(record, fields, allowed, optional=(), flags=(), lists=()):
         if isinstance(value, str) and value.strip() and value not in values:
             problems.append(f"{name} {value!r} is not one of {', '.join(values)}; use one of those")
     return problems
+
+
+def norm(text: str) -> str:
+    """Case- and whitespace-insensitive form of a text: the key of every duplicate and overlap
+    check between data sets (a prompt in two files, an answer written twice)."""
+    return " ".join(text.lower().split())
 
 
 def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), flags=()):

@@ -53,7 +53,7 @@ from grade import (
     softmax,
     within_side,
 )
-from prompts import EVAL_NOTES, load_notes, load_prompts, load_pushback_labels
+from prompts import EVAL_NOTES, load_notes, load_prompts, load_pushback_labels, norm
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -73,10 +73,6 @@ KIND_LABEL = {
 # the policies' own answers, read and labelled ("policy_run": read sets added with --with-reads)
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
-
-
-def norm(text: str) -> str:
-    return " ".join(text.lower().split())
 
 
 def eval_prompts() -> set[str]:

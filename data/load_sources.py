@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # prompts.py (DataError, the category names) is at the root
 
-from prompts import CATEGORIES, CRITERIA, DataError  # noqa: E402
+from prompts import CATEGORIES, CRITERIA, DataError, norm  # noqa: E402
 
 SOURCES = Path(__file__).resolve().parent / "sources"
 
@@ -44,11 +44,6 @@ class _Bad(Exception):
         super().__init__(message)
         self.where = where
         self.message = message
-
-
-def norm(text: str) -> str:
-    """Case- and whitespace-insensitive form used for duplicate checks."""
-    return " ".join(text.split()).lower()
 
 
 def _same_key(value):

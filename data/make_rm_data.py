@@ -40,6 +40,7 @@ from prompts import (  # noqa: E402
     load_pairs,
     load_prompts,
     load_pushback_labels,
+    norm,
     output_folder,
 )
 
@@ -119,10 +120,6 @@ CC_EVAL_CATEGORY = {
 
 class SourceError(errors.UserError, ValueError):
     """An input file is missing or malformed; the message names the file and the place."""
-
-
-def norm(text: str) -> str:
-    return " ".join(text.split()).lower()
 
 
 def fail(path: str, where: str, what: str):

@@ -31,7 +31,14 @@ if str(ROOT) not in sys.path:
 
 import errors  # noqa: E402
 from diversity import word_count  # noqa: E402
-from prompts import CATEGORIES, EVAL_PROMPTS, DataError, load_prompts, output_folder  # noqa: E402
+from prompts import (  # noqa: E402
+    CATEGORIES,
+    EVAL_PROMPTS,
+    DataError,
+    load_prompts,
+    norm,
+    output_folder,
+)
 
 OUT = ROOT / "data" / "sft"
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -41,10 +48,6 @@ EVAL_FILES = (EVAL_PROMPTS, "data/eval_external.jsonl", "data/gold/answers.jsonl
 GRADER_FILES = ("data/grader/written.jsonl", "data/pushback_labels.jsonl")
 GRADER_GLOB = "data/grader/policy_answers*.jsonl"
 ENDS = re.compile(r"[.!?][\"')]?$")
-
-
-def norm(text: str) -> str:
-    return " ".join(text.lower().split())
 
 
 def runs(text: str, n: int = SHARED_RUN) -> set:

@@ -17,6 +17,7 @@ from prompts import (
     data_error,
     load_judge_pairs,
     load_prompts,
+    norm,
     read_jsonl,
     select_split,
 )
@@ -26,10 +27,6 @@ DATA = os.path.join(ROOT, "data")
 TRAIN = os.path.join(DATA, "prompts.jsonl")
 EVAL = os.path.join(DATA, "eval.jsonl")
 PAIRS = os.path.join(DATA, "judge_pairs.jsonl")
-
-
-def norm(text):
-    return " ".join(text.split()).lower()
 
 
 @pytest.fixture(scope="module")
@@ -292,3 +289,13 @@ def test_data_error_reports_the_first_line_first_whatever_the_order_found():
     err = data_error("f.jsonl", [(3, "late"), (1, "early"), (1, "second on 1")])
     assert str(err) == "f.jsonl line 1: early (and 2 more problem(s): lines 1, 3)"
     assert err.line == 1
+
+
+def test_norm_folds_case_and_every_run_of_whitespace():
+    assert norm("  Is the\tSky\n\nGREEN?\u00a0 ") == "is the sky green?"
+    # the builders' two old spellings (lower first, or join first) give the same key, even where
+    # lowercasing depends on context (a Greek final sigma before a space of any kind)
+    for text in ["ΟΔΟΣ\u2003ΟΔΟΣ", "ΑΣ \u3000 Β", "İstanbul  Σ", "A\u2028b"]:
+        assert norm(text) == " ".join(text.split()).lower() == " ".join(text.lower().split())
+    assert norm("ΟΔΟΣ\u2003ΟΔΟΣ") == "οδος οδος"
+    assert norm("") == ""

@@ -20,6 +20,7 @@ from prompts import (
     load_pairs,
     load_prompts,
     load_pushback_labels,
+    norm,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,10 +28,6 @@ DATA = os.path.join(ROOT, "data")
 RM_PAIRS = os.path.join(DATA, "rm_pairs.jsonl")
 EXT = os.path.join(DATA, "eval_external.jsonl")
 LABELS = os.path.join(DATA, "pushback_labels.jsonl")
-
-
-def norm(text):
-    return " ".join(text.split()).lower()
 
 
 @pytest.fixture(scope="module")
