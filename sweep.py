@@ -39,6 +39,7 @@ import eval_routing
 import strict_json
 from config import ConfigError, TrainConfig, build_parser, resolve_config
 from runlog import MetricsLog
+from stats import finite_mean
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 RESERVED = {"out_dir", "run_name"}  # the sweep decides where each run lives
@@ -211,11 +212,6 @@ def execute(runs: list[Planned], jobs: int) -> dict[str, int]:
 # Summary
 
 
-def _mean(values) -> float:
-    vals = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
-    return float(np.mean(vals)) if vals else float("nan")
-
-
 def read_metrics(run_dir: Path) -> list[dict]:
     """A run's metrics.jsonl rows ([] before its first step); a line that is not JSON is a
     SweepError naming the file, the line and the fix (summaries never trace back)."""
@@ -232,13 +228,14 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def summarize_run(run_dir: Path, window: int = 5) -> dict:
-    """Last-`window`-steps means of the reward and hack rate, and the last routing evaluation
-    (`<mode>/<key>` for the MODE_KEYS of every mode present)."""
+    """Last-`window`-steps means of the reward and hack rate (None where no step logged a finite
+    value: a blank cell, JSON null), and the last routing evaluation (`<mode>/<key>` for the
+    MODE_KEYS of every mode present)."""
     rows = read_metrics(run_dir)
     out = {"steps": rows[-1]["step"] if rows else 0}
     last = rows[-window:]
-    out["reward"] = _mean(r.get("reward_mean") for r in last)
-    out["hack"] = _mean(r.get("hack/any") for r in last)
+    out["reward"] = finite_mean(r.get("reward_mean") for r in last)
+    out["hack"] = finite_mean(r.get("hack/any") for r in last)
     evals = [r for r in rows if any(k.startswith("routing/") for k in r)]
     if evals:
         for mode in MODES:

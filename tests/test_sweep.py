@@ -158,3 +158,32 @@ def test_summary_of_a_run_with_a_partial_metrics_line_is_one_error_line(tmp_path
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert "metrics.jsonl:2 is not valid JSON" in err and "delete that line" in err, err
+
+
+def test_a_run_with_no_finite_reward_is_a_blank_cell_and_json_null(tmp_path, capsys):
+    out_dir = tmp_path / "sw"
+    for seed, lines in {
+        0: ['{"step": 1, "reward_mean": null}', '{"step": 2, "reward_mean": null}'],
+        1: ['{"step": 1, "reward_mean": 0.25, "hack/any": 1}', '{"step": 2, "reward_mean": 0.75}'],
+    }.items():
+        (out_dir / f"seed{seed}").mkdir(parents=True)
+        (out_dir / f"seed{seed}" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    argv = ["--grid", "seed=0,1", "--fixed", "steps=2", "--out-dir", str(out_dir),
+            "--summary-only", "--reward", "happy"]  # fmt: skip
+    assert sweep.main([*argv, "--json"]) == 0
+
+    def no_nan(word):
+        raise AssertionError(f"{word} in the --json output")
+
+    out = json.loads(capsys.readouterr().out, parse_constant=no_nan)
+    by_run = {r["run"]: r for r in out["runs"]}
+    assert by_run["seed0"]["reward"] is None and by_run["seed0"]["hack"] is None
+    assert by_run["seed1"]["reward"] == 0.5 and by_run["seed1"]["hack"] == 1.0
+    [agg] = out["mean_std_over_seeds"]  # seed0 left out of the means, not counted as 0
+    assert agg == {"runs": 2, "reward": "0.500 ± 0.000", "hack": "1.000 ± 0.000"}
+    md = (out_dir / "summary.md").read_text()
+    assert "| seed0 | 0 | 2 |  |  |" in md and "| seed1 | 1 | 2 | 0.500 | 1.000 |" in md
+    csv_rows = (out_dir / "summary.csv").read_text().splitlines()
+    assert csv_rows[:3] == ["run,seed,steps,reward,hack", "seed0,0,2,,", "seed1,1,2,0.5,1.0"]
+    assert sweep.main(argv) == 0
+    assert "| seed0 | 0 | 2 |  |  |" in capsys.readouterr().out
