@@ -164,7 +164,8 @@ def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
 
 class PairData:
     """Preference pairs: a batch runs the better answers then the worse ones; Bradley-Terry loss
-    -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse."""
+    -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse, a tie half
+    (stats.pair_credit), the same in training and in validation."""
 
     def __init__(self, rm, records: list[dict], margin: float):
         self.margin = margin
@@ -183,8 +184,11 @@ class PairData:
         return tokens, pad, len(chunk)
 
     def loss(self, r, n):
-        gap = r[:n] - r[n:]
-        return reward_model.bt_loss(r[:n], r[n:], self.margin), mx.mean(gap > 0)
+        better, worse = r[:n], r[n:]
+        # stats.pair_credit in-graph, as `accuracy` counts: a tie half, a non-finite score a miss
+        credit = mx.where(better > worse, 1.0, mx.where(better < worse, 0.0, 0.5))
+        credit = mx.where(mx.isfinite(better) & mx.isfinite(worse), credit, 0.0)
+        return reward_model.bt_loss(better, worse, self.margin), mx.mean(credit)
 
     def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
         """(accuracy, mean BT loss); a tie counts half. Each rank scores its share."""

@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import lora
 import reward_model
+import stats
 import tblog
 import train_rm
 from load_weights import LoadError
@@ -43,6 +44,18 @@ def test_bt_loss_by_hand():
     assert got.item() == pytest.approx(0.313262, abs=1e-6)
     big = reward_model.bt_loss(mx.array([-500.0]), mx.array([500.0]))
     assert math.isfinite(big.item()) and big.item() == pytest.approx(1000.0)
+
+
+def test_training_accuracy_counts_a_tie_half_as_validation_does():
+    # pairs: better above, tie, below, NaN score, better infinite, worse -infinite
+    better = [2.0, 1.0, 1.0, math.nan, math.inf, 1.0]
+    worse = [1.0, 1.0, 3.0, 0.0, 0.0, -math.inf]
+    data = train_rm.PairData.__new__(train_rm.PairData)  # loss reads only the margin
+    data.margin = 0.0
+    _, acc = data.loss(mx.array(better + worse), len(better))
+    assert acc.item() == pytest.approx((1 + 0.5 + 0 + 0 + 0 + 0) / 6)
+    want = stats.pair_credit(np.array(better), np.array(worse), failed=0.0).mean()
+    assert acc.item() == pytest.approx(want)  # PairData.accuracy's definition
 
 
 def test_score_reads_each_rows_last_real_token(base):
