@@ -22,7 +22,6 @@ knowledge/benchmarks.md (TRL GRPOTrainer, mlx-lm-lora); they cannot run offline 
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import flags
 import strict_json
 import train
 from config import resolve_config
+from runlog import MetricsLog
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {
@@ -126,7 +126,7 @@ def timed_rows(cfg) -> list[dict]:
     run_dir = train.run(cfg)
     if not distributed.is_main():
         return []
-    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").open()][1:]
+    return MetricsLog.read(Path(run_dir) / "metrics.jsonl")[1:]
 
 
 def medians(rows: list[dict]) -> dict:

@@ -348,18 +348,23 @@ def main(argv=None) -> int:
 def load_truth(path, records: list[dict]) -> list[dict]:
     """Labels (id, label, pushback) joined to the graded records' category and prompt, for
     gold.grader_figures; every record needs a label."""
+    values, errors = read_jsonl(path)
+    need = f"needs id, label (one of {', '.join(LABELS)}) and pushback (true/false)"
     rows = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            try:
-                r = json.loads(line)
-                assert r["label"] in LABELS and isinstance(r["pushback"], bool)
-            except (json.JSONDecodeError, KeyError, AssertionError, TypeError):
-                raise DataError(
-                    f"{path} line {n}: needs JSON with id, label (one of {', '.join(LABELS)}) "
-                    "and pushback (true/false)", path=path, line=n,
-                ) from None  # fmt: skip
+    for n, r in values:
+        r = r if isinstance(r, dict) else {}
+        label = r.get("label")
+        if (
+            isinstance(r.get("id"), str)
+            and isinstance(label, str)
+            and label in LABELS
+            and isinstance(r.get("pushback"), bool)
+        ):
             rows[r["id"]] = r
+        else:
+            errors.append((n, need))
+    if errors:
+        raise data_error(path, errors)
     missing = [r["id"] for r in records if r["id"] not in rows]
     if missing:
         raise DataError(f"{path}: no label for ids {missing[:5]}; label every answer", path=path)

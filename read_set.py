@@ -19,7 +19,6 @@ intervals, and each later model's paired difference from the first model on the 
 """
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ import errors
 import gold
 import stats
 import strict_json
-from prompts import CATEGORIES, DataError, write_jsonl
+from prompts import CATEGORIES, DataError, data_error, read_jsonl, write_jsonl
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
 KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")
@@ -36,23 +35,19 @@ KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")
 
 def load_answers(path) -> list[dict]:
     """evaluate.py --answers-out rows; DataError naming the line of a malformed one."""
+    values, errors = read_jsonl(path, "write it with evaluate.py --answers-out")
     rows = []
     need = ("model", "id", "category", "prompt", "sample", "answer")
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path} line {n}: not valid JSON ({e.msg}); fix the line") from None
+    for n, row in values:
         missing = [k for k in need if not isinstance(row, dict) or k not in row]
         if missing:
-            raise DataError(
-                f"{path} line {n}: missing {missing}; write it with evaluate.py --answers-out"
-            )
-        if row["category"] not in CATEGORIES:
-            raise DataError(f"{path} line {n}: category {row['category']!r} not in {CATEGORIES}")
-        rows.append(row)
-    if not rows:
-        raise DataError(f"{path}: no answers; write it with evaluate.py --answers-out")
+            errors.append((n, f"missing {missing}; write it with evaluate.py --answers-out"))
+        elif row["category"] not in CATEGORIES:
+            errors.append((n, f"category {row['category']!r} not in {CATEGORIES}"))
+        else:
+            rows.append(row)
+    if errors:
+        raise data_error(path, errors)
     return rows
 
 
@@ -97,16 +92,15 @@ def sample(
 
 
 def load_key(path) -> dict[str, dict]:
+    values, errors = read_jsonl(path, "rewrite it with `sample`")
     out = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            why = f"not valid JSON ({e.msg}); rewrite it with `sample`"
-            raise DataError(f"{path} line {n}: {why}", path=str(path), line=n) from None
+    for n, row in values:
         if not isinstance(row, dict) or any(k not in row for k in KEY_FIELDS):
-            raise DataError(f"{path} line {n}: needs {KEY_FIELDS}; rewrite it with `sample`")
-        out[row["id"]] = row
+            errors.append((n, f"needs {KEY_FIELDS}; rewrite it with `sample`"))
+        else:
+            out[row["id"]] = row
+    if errors:
+        raise data_error(path, errors)
     return out
 
 

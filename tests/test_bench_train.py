@@ -77,3 +77,10 @@ def test_bad_settings_are_one_error_line(tmp_path, capsys):
     assert bench_train.main(["--config", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "none.json" in err and err.count("\n") == 1
+
+
+def test_timed_rows_read_the_runs_metrics_without_the_warm_up_step(tmp_path, monkeypatch):
+    lines = ['{"step": 1, "step_s": 9.5}', '{"step": 2, "step_s": 1.5}']
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(bench_train.train, "run", lambda cfg: tmp_path)
+    assert bench_train.timed_rows(None) == [{"step": 2, "step_s": 1.5}]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import grade
+from prompts import DataError
 
 # (category, prompt, answer, expected label) written for this test
 FIXTURES = [
@@ -341,3 +342,26 @@ def test_run_reads_split_by_prompt_repeated_and_eval_prompts_refused(tmp_path):
         train_grader.run_reads([str(tmp_path)])
     with pytest.raises(FileNotFoundError, match="no answers.jsonl"):
         train_grader.run_reads([str(tmp_path / "nowhere")])
+
+
+def test_truth_labels_name_every_bad_line_and_join_the_records(tmp_path):
+    records = [{"id": "a", "category": "control", "prompt": "p", "answer": "x"},
+               {"id": "b", "category": "nonsense", "prompt": "q", "answer": "y"}]  # fmt: skip
+    ok = [{"id": "a", "label": "answers", "pushback": False},
+          {"id": "b", "label": "flags_nonsense", "pushback": True, "engages": None}]  # fmt: skip
+    path = tmp_path / "labels.jsonl"
+    bad = ["{oops", "", '{"label": "answers", "pushback": false}',  # no id
+           '{"id": "c", "label": "answers", "pushback": 0}', '{"id": "d", "label": ["x"]}', "[1]"]
+    path.write_text("\n".join([json.dumps(ok[0]), *bad]) + "\n")
+    with pytest.raises(DataError) as e:
+        grade.load_truth(path, records)
+    assert str(e.value).startswith(f"{path} line 2: not valid JSON") and e.value.line == 2
+    assert "(and 5 more problem(s): lines 3, 4, 5, 6, 7)" in str(e.value)
+    path.write_text("".join(json.dumps(r) + "\n" for r in ok[:1]))
+    with pytest.raises(DataError, match=r"no label for ids \['b'\]"):
+        grade.load_truth(path, records)
+    path.write_text("".join(json.dumps(r) + "\n" for r in ok))
+    got = grade.load_truth(path, records)
+    assert [(g["id"], g["label"], g["pushback"], g["engages"]) for g in got] == [
+        ("a", "answers", False, None), ("b", "flags_nonsense", True, None)
+    ]  # fmt: skip

@@ -7,6 +7,7 @@ import pytest
 
 import evaluate
 import read_set
+from prompts import DataError
 
 
 def rows_for(models, prompts):
@@ -163,3 +164,25 @@ def test_a_later_model_read_on_the_same_prompts_joins_the_first_set(tmp_path, ca
     assert got["models"] == ["base", "sft", "grpo"] and set(got["vs_first"]) == {"sft", "grpo"}
     argv = ["figures", "--dir", str(tmp_path / "r1"), "--dir", str(tmp_path / "r1")]
     assert read_set.main(argv) == 2 and "--id-prefix" in capsys.readouterr().err
+
+
+def test_answers_and_key_files_name_every_bad_line(tmp_path):
+    good = json.dumps(rows_for(["a"], PROMPTS)[0])
+    path = tmp_path / "answers.jsonl"
+    path.write_text("\n".join([good, "{oops", "", '{"model": "a"}', good]) + "\n")
+    with pytest.raises(DataError) as e:
+        read_set.load_answers(path)
+    assert str(e.value).startswith(f"{path} line 2: not valid JSON") and e.value.line == 2
+    assert "(and 2 more problem(s): lines 3, 4)" in str(e.value)
+    path.write_text("")
+    with pytest.raises(DataError, match="file is empty"):
+        read_set.load_answers(path)
+    key = tmp_path / "key.jsonl"
+    row = {"id": "r-1", "model": "a", "prompt_id": "p", "model_rank": 0}
+    key.write_text(json.dumps(row) + "\n[1, 2]\n")
+    with pytest.raises(DataError, match=r"key.jsonl line 2: needs \('id'"):
+        read_set.load_key(key)
+    key.write_text(json.dumps(row) + "\n")
+    assert read_set.load_key(key) == {"r-1": row}
+    with pytest.raises(DataError, match="file not found; rewrite it with `sample`"):
+        read_set.load_key(tmp_path / "nowhere.jsonl")
