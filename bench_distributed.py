@@ -144,11 +144,7 @@ def main(argv=None) -> None:
         f"{a.ranks}_ranks_over_1": many["median_step_s"] / one["median_step_s"],
         **comm,
     }
-    if a.json:
-        print(strict_json.dumps(result))
-        return
-    for k, v in result.items():
-        print(f"{k:>28}: {v:.4g}" if isinstance(v, float) else f"{k:>28}: {v}")
+    strict_json.print_result(result, a.json, width=28)
 
 
 if __name__ == "__main__":

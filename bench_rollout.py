@@ -215,11 +215,7 @@ def main(argv=None):
         result["ratio"] = result["ours_tok_s"] / result["mlx_lm_tok_s"]
     if a.profile:
         result["profile"] = profile(gwen, prompts, a)
-    if a.json:
-        print(strict_json.dumps(result))
-        return
-    for k, v in result.items():
-        print(f"{k:>32}: {v:.4g}" if isinstance(v, float) else f"{k:>32}: {v}")
+    strict_json.print_result(result, a.json, width=32)
 
 
 if __name__ == "__main__":

@@ -185,11 +185,7 @@ def main(argv=None):
             "unoptimized_parts": {k: un[k] for k in PARTS},
             "step_ratio": med["step_s"] / un["step_s"],  # < 1: the optimizations save time
         }
-    if a.json:
-        print(strict_json.dumps(result))
-        return 0
-    for k, v in result.items():
-        print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")
+    strict_json.print_result(result, a.json, width=26)
     return 0
 
 

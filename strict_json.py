@@ -4,7 +4,8 @@ Python's json writes a NaN or an infinity as the bare words NaN / Infinity, whic
 have: `jq`, JavaScript's JSON.parse and most other readers then reject the whole output (evaluate.py
 once printed `"self_similarity": NaN`). `dumps` writes every non-finite float as null instead
 (`finite` does the conversion; numpy floats included) and fails loudly (allow_nan=False) on
-anything the conversion missed. Imports no repository module.
+anything the conversion missed. `print_result` prints a benchmark's flat result: this JSON with
+--json, else one aligned `key: value` line each. Imports no repository module.
 """
 
 import json
@@ -27,3 +28,13 @@ def finite(x):
 def dumps(obj, **kwargs) -> str:
     """json.dumps of `finite(obj)`, strict: NaN and infinities are null."""
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
+
+
+def print_result(result: dict, as_json: bool, width: int) -> None:
+    """`result` as one strict JSON line (`as_json`), else a line per key, right-aligned to
+    `width`, floats to 4 significant digits."""
+    if as_json:
+        print(dumps(result))
+        return
+    for k, v in result.items():
+        print(f"{k:>{width}}: {v:.4g}" if isinstance(v, float) else f"{k:>{width}}: {v}")

@@ -362,6 +362,14 @@ def test_strict_json_writes_null_for_non_finite():
     assert strict_json.finite([float("nan")]) == [None]
 
 
+def test_print_result_is_strict_json_or_aligned_lines(capsys):
+    result = {"model": "m", "step_s": 1.23456, "ratio": float("nan"), "ranks": 2}
+    strict_json.print_result(result, True, width=8)
+    assert json.loads(capsys.readouterr().out) == result | {"ratio": None}  # one line, null
+    strict_json.print_result(result, False, width=8)
+    assert capsys.readouterr().out == "   model: m\n  step_s: 1.235\n   ratio: nan\n   ranks: 2\n"
+
+
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_json_on_stdout_goes_through_strict_json(name):
     """What a command prints as JSON is strict (strict_json.dumps: null, never a bare NaN)."""
