@@ -11,7 +11,6 @@ Run from the repo root:  uv run python data/make_data.py [--out DIR]
 """
 
 import argparse
-import json
 import os
 import random
 import re
@@ -25,7 +24,13 @@ for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts a
 from load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources  # noqa: E402
 
 import errors  # noqa: E402
-from prompts import load_judge_pairs, load_prompts, norm, output_folder  # noqa: E402
+from prompts import (  # noqa: E402
+    load_judge_pairs,
+    load_prompts,
+    norm,
+    output_folder,
+    write_jsonl,
+)
 
 SEED = 20240611
 SOURCE_FILES = ("claims", "false_premise", "control", "curiosity", "nonsense", "judge_pairs")
@@ -321,12 +326,6 @@ def judge_pair_records(sources=None):
     return out
 
 
-def write_jsonl(path, records):
-    with open(path, "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
 @errors.cli
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -342,9 +341,9 @@ def main(argv=None):
         "eval": os.path.join(args.out, "eval.jsonl"),
         "pairs": os.path.join(args.out, "judge_pairs.jsonl"),
     }
-    write_jsonl(paths["train"], train.records())
-    write_jsonl(paths["eval"], held_out.records("eval-"))
-    write_jsonl(paths["pairs"], judge_pair_records(sources))
+    write_jsonl(train.records(), paths["train"])
+    write_jsonl(held_out.records("eval-"), paths["eval"])
+    write_jsonl(judge_pair_records(sources), paths["pairs"])
 
     # Re-read through the project's loader so the files are validated as training reads them.
     for name in ("train", "eval"):

@@ -42,6 +42,7 @@ from prompts import (  # noqa: E402
     load_pushback_labels,
     norm,
     output_folder,
+    write_jsonl,
 )
 
 EXTERNAL = os.path.join(HERE, "external")
@@ -523,10 +524,9 @@ def eval_external(tqa_rows, bsb_questions, split, banned) -> tuple[list, Counter
 # ---- output ----------------------------------------------------------------------------------
 
 
-def write_jsonl(path, records, keys):
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps({k: r[k] for k in keys}, ensure_ascii=False) + "\n")
+def write_records(path, records, keys):
+    """`records`, each cut to `keys` in that order, as JSONL (prompts.write_jsonl: atomic)."""
+    write_jsonl(({k: r[k] for k in keys} for r in records), path)
 
 
 def build() -> dict:
@@ -570,11 +570,11 @@ LABEL_KEYS = ("id", "prompt", "category", "answer", "pushback", "kind", "split")
 def write_all(out: dict, out_dir: str) -> dict:
     """Write the three JSONL files into `out_dir`; return their paths by name."""
     paths = {name: os.path.join(out_dir, f"{name}.jsonl") for name in OUTPUTS}
-    write_jsonl(paths["rm_pairs"], out["pairs"], PAIR_KEYS)
-    write_jsonl(
+    write_records(paths["rm_pairs"], out["pairs"], PAIR_KEYS)
+    write_records(
         paths["eval_external"], out["eval_external"], ("id", "category", "prompt", "source")
     )
-    write_jsonl(paths["pushback_labels"], out["labels"], LABEL_KEYS)
+    write_records(paths["pushback_labels"], out["labels"], LABEL_KEYS)
     return paths
 
 
