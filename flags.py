@@ -4,15 +4,19 @@
 `add_flags(parser, cls)` gives each field of `cls` one `--flag-name`, default the field's
 default, typed from its annotation (bools as `--x/--no-x`); train.py's (config.py) adds them
 `layered`: a flag left out stays absent, so the task's settings and a --config file can fill it,
-and `none` switches an optional setting off. `renamed(parser, old, new)` keeps
-a flag's old spelling working, hidden from --help, with one deprecation line on stderr: one
-spelling per setting across the commands (`--max-new-tokens`, `--prompts-per-step`, ...).
+and `none` switches an optional setting off. `parse_config(parser, cls, argv)` builds `cls` from
+the parsed flags (sft.py, train_rm.py), a failed check one user error. `renamed(parser, old,
+new)` keeps a flag's old spelling working, hidden from --help, with one deprecation line on
+stderr: one spelling per setting across the commands (`--max-new-tokens`,
+`--prompts-per-step`, ...).
 """
 
 import argparse
 import dataclasses
 import sys
 from dataclasses import field
+
+import errors
 
 
 def option(default, help_text, **metadata):
@@ -46,6 +50,16 @@ def add_flags(
             flag, type=conv, default=default, help=f"{f.metadata['help']} (default: {shown})"
         )
     return p
+
+
+def parse_config(p: argparse.ArgumentParser, cls, argv=None) -> tuple:
+    """(`cls` built from the fields' flags, {dest: value} of the parser's other flags) for a
+    parser that `add_flags(p, cls)` filled; a ValueError from `cls`'s checks is a UserError."""
+    args = vars(p.parse_args(argv))
+    names = {f.name for f in dataclasses.fields(cls)}
+    with errors.as_user_error(ValueError):  # the config's __post_init__ checks
+        cfg = cls(**{k: v for k, v in args.items() if k in names})
+    return cfg, {k: v for k, v in args.items() if k not in names}
 
 
 def _optional(conv):

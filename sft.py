@@ -416,12 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
 @errors.cli
 def main(argv=None) -> int:
     """The CLI: a bad setting, data file or model path is one `error:` line and exit 2."""
-    args = vars(build_parser().parse_args(argv))
-    as_json = args.pop("json")
-    with errors.as_user_error(ValueError):  # SFTConfig's checks
-        cfg = SFTConfig(**args)
+    cfg, own = flags.parse_config(build_parser(), SFTConfig, argv)
     summary = train(cfg)
-    if as_json:
+    if own["json"]:
         print(strict_json.dumps(summary, indent=1))
     else:
         print(

@@ -499,12 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
 @errors.cli
 def main(argv=None) -> int:
     """The CLI: a bad setting, pairs file or model path is one `error:` line and exit 2."""
-    args = vars(build_parser().parse_args(argv))
-    resume, as_json = args.pop("resume"), args.pop("json")
-    with errors.as_user_error(ValueError):  # RMTrainConfig's checks
-        cfg = RMTrainConfig(**args)
-    path = Path(train(cfg, resume=resume))
-    if as_json and distributed.is_main():
+    cfg, own = flags.parse_config(build_parser(), RMTrainConfig, argv)
+    path = Path(train(cfg, resume=own["resume"]))
+    if own["json"] and distributed.is_main():
         print(strict_json.dumps(result_summary(path)))
     return 0
 

@@ -352,6 +352,26 @@ def test_add_flags_plain_and_layered():
     assert "steps (default: <steps>)" in layered.format_help()
 
 
+def test_parse_config_builds_the_config_and_returns_the_other_flags():
+    import argparse
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        steps: int = flags.option(3, "steps")
+
+        def __post_init__(self):
+            if self.steps < 1:
+                raise ValueError(f"steps={self.steps} must be >= 1")
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--json", action="store_true")
+    flags.add_flags(p, Cfg)
+    assert flags.parse_config(p, Cfg, ["--steps", "5", "--json"]) == (Cfg(5), {"json": True})
+    with pytest.raises(errors.UserError, match="steps=0 must be >= 1"):
+        flags.parse_config(p, Cfg, ["--steps", "0"])
+
+
 def test_strict_json_writes_null_for_non_finite():
     obj = {"a": float("nan"), "b": [1.0, float("inf"), (-math.inf, 2)], "c": np.float32("nan"),
            "d": np.int64(3), "e": {"f": np.float64(0.5)}, "g": "NaN"}  # fmt: skip
