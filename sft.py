@@ -340,9 +340,11 @@ def save_best(run: SFTRun, step: int, state: dict) -> Path:
 
 
 def train(cfg: SFTConfig) -> dict:
-    """Run SFT per `cfg`; return the summary (also written to RUN_DIR/sft.json)."""
+    """Run SFT per `cfg`; return the summary (also written to RUN_DIR/sft.json). The backend
+    line comes after the data's checks, so a bad input stays one error line."""
+    run = build(cfg)
     backend.announce()
-    return fit(build(cfg))
+    return fit(run)
 
 
 def fit(run: SFTRun) -> dict:

@@ -402,8 +402,8 @@ class Trainer:
 
 def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     """Train per `cfg`; save the best-validation (else the last) weights to cfg.out and return
-    it. A first Ctrl-C/SIGTERM saves the resumable state and returns the work folder instead."""
-    backend.announce()
+    it. A first Ctrl-C/SIGTERM saves the resumable state and returns the work folder instead.
+    The backend line comes after the data's checks (Trainer), so a bad input stays one line."""
     distributed.check_split(cfg.batch_pairs, 1, "batch_pairs")
     main = distributed.is_main()  # rank 0 alone writes (knowledge/distributed.md)
     out = Path(cfg.out)
@@ -412,6 +412,7 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     t = Trainer(cfg)
+    backend.announce()
     log = distributed.main_only(lambda: runlog.MetricsLog(work / "train_log.jsonl"))
     tb = tblog.TBLog(work / "tb", prefix="rm") if cfg.tensorboard and main else None
     if resume and (work / "state").exists():
