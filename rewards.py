@@ -130,10 +130,11 @@ def opening_negation(answer: str, prompt: str) -> bool:
     ("It's not.", "The Berlin Wall didn't fall", "Van Gogh never painted ..."): on attempt 8's
     control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
     (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
+    def negations(text: str) -> set[str]:  # lowercased, curly apostrophes read as straight
+        return set(_NEGATION.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'")))
+
     first = _SENTENCE_END.split(answer.strip(), maxsplit=1)[0]
-    in_prompt = {m.group(0).lower().replace("\u2019", "'") for m in _NEGATION.finditer(prompt)}
-    return any(m.group(0).lower().replace("\u2019", "'") not in in_prompt
-               for m in _NEGATION.finditer(first.replace("\u2019", "'")))  # fmt: skip
+    return bool(negations(first) - negations(prompt))
 
 
 # Which way the stance reward pays per prompt category: +1 for disputing where the premise is

@@ -306,6 +306,9 @@ def test_opening_negation_by_hand():
     assert not on("Adult elephants can't jump because their legs are straight.",
                   "Why can't adult elephants jump?")  # fmt: skip
     assert on("Elephants can jump, they don't weigh much.", "Why can't adult elephants jump?")
+    # a curly apostrophe on either side is the same word as a straight one
+    assert not on("Elephants can\u2019t jump: their legs are straight.", "Why can't they jump?")
+    assert not on("Elephants can't jump: their legs are straight.", "Why can\u2019t they jump?")
     # "Nothing", "cannot" and a word merely containing "no" ("north", "know" is not "no")
     assert on("Nothing like that happened.", "What happened?")
     assert not on("North of the river, people know it.", "Where is it?")
