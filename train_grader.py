@@ -185,6 +185,8 @@ def run_reads(folders: list[str]) -> list[dict]:
     """Read sets of a run's own rollouts on training prompts (data/reads/<name>/answers.jsonl +
     labels.jsonl), added with --with-reads: source "policy_run", a third of each folder's prompts
     (seed 17) validate. A folder holding an evaluation prompt is refused: those stay held out."""
+    if not folders:
+        return []
     out, banned = [], eval_prompts()
     for d in folders:
         folder = Path(d)
