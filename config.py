@@ -95,6 +95,12 @@ class TrainConfig:
         "completions train only forget | baseline: plain LoRA of rank lora_rank + forget_rank",
     )
     forget_rank: int = _f(0, "forget adapter rank for --routing routed / baseline")
+    retain_baseline: str = _f(
+        "group",
+        "routed only: group (unflagged completions' advantages against the whole group) | "
+        "unflagged (against the group's unflagged completions alone: a hack's high reward no "
+        "longer makes the unflagged answers look bad to the retain adapter)",
+    )
     hack_detectors: str | None = _f(
         None, "hack detectors, e.g. happy_spam:min_count=2,prompt_echo (hacks.py); rates logged"
     )
@@ -194,6 +200,15 @@ class TrainConfig:
             raise ValueError(
                 f"routing={self.routing!r} needs --lora-rank (retain) and --forget-rank >= 1, "
                 f"got {self.lora_rank} and {self.forget_rank}"
+            )
+        if self.retain_baseline not in ("group", "unflagged"):
+            raise ValueError(f"retain_baseline={self.retain_baseline!r}: use group or unflagged")
+        if self.retain_baseline == "unflagged" and (
+            self.routing != "routed" or self.baseline != "group"
+        ):
+            raise ValueError(
+                f"retain_baseline='unflagged' needs --routing routed and --baseline group, got "
+                f"routing={self.routing!r}, baseline={self.baseline!r}"
             )
         if self.routing == "routed" and not self.hack_detectors:
             raise ValueError(

@@ -191,6 +191,40 @@ def routed_args(
     return args
 
 
+def retain_advantages(
+    rewards,
+    flags,
+    advantages,
+    *,
+    scale_by_std: bool = True,
+    std_floor: float = 1e-2,
+    cap: float = grpo.ADVANTAGE_CAP,
+) -> mx.array:
+    """(B*G,) advantages where each UNFLAGGED completion is measured against its group's
+    unflagged completions alone (group baseline, same scaling and cap); flagged completions keep
+    `advantages` (they train the forget adapter only).
+
+    Against the whole group, a hack that earns more than the task makes every unflagged answer's
+    advantage negative, and the retain adapter, which sees only unflagged answers, is pushed off
+    them, towards whatever the hack looks like (knowledge/routing.md, seed 2). Here a group with
+    fewer than 2 unflagged completions gives its unflagged ones advantage 0."""
+    r = np.asarray(rewards, dtype=np.float64)
+    f = np.asarray(flags, dtype=bool)
+    if f.shape != (r.size,) or np.asarray(advantages).shape != (r.size,):
+        raise ValueError(
+            f"rewards {r.shape}, flags {f.shape} and advantages "
+            f"{np.asarray(advantages).shape} must give one value per completion"
+        )
+    own = np.asarray(
+        grpo.group_advantages(
+            np.where(f.reshape(r.shape), np.nan, r), scale_by_std=scale_by_std,
+            std_floor=std_floor,
+        )
+    ).reshape(-1)  # fmt: skip
+    own = np.clip(own, -cap, cap)
+    return mx.array(np.where(f, np.asarray(advantages, dtype=np.float32), own), dtype=mx.float32)
+
+
 def routed_update(cfg, model, reference, kl_coef: float, b: Rollout, loss_fn, step) -> dict:
     """policy_update.update under gradient routing: homogeneous micro-batches of whole groups,
     flagged completions (b.flags) training only the forget adapter, each micro-batch's loss
@@ -199,6 +233,11 @@ def routed_update(cfg, model, reference, kl_coef: float, b: Rollout, loss_fn, st
     reference (or None) and KL coefficient; `step(grads, sums, it, clip) -> metrics` clips and
     takes the optimizer step (policy_update.apply_gradients bound to the run)."""
     micro = plan(b.flags, np.asarray(b.mask), cfg.group_size, cfg.loss_config(), cfg.grad_accum)
+    if cfg.retain_baseline == "unflagged":
+        b.advantages = retain_advantages(
+            b.rewards, b.flags, b.advantages, scale_by_std=cfg.scale_by_std,
+            std_floor=cfg.std_floor, cap=cfg.advantage_cap,
+        )  # fmt: skip
     t0 = time.perf_counter()
     args = routed_args(cfg, b, micro, reference, kl_coef, model)
     reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs

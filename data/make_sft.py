@@ -11,7 +11,7 @@ number. falseqa.jsonl takes N rebuttals and N plain answers from ../shared/datas
 here, never committed: it states no license), none of them among the rows the grader trains or
 validates on (train_grader.build_data). Deterministic: the same inputs give the same bytes.
 
-Run from the repo root:  uv run python data/make_sft.py [--falseqa 150] [--out DIR]
+Run from the repo root:  uv run python data/make_sft.py [--falseqa 150 [--pairs]] [--out DIR]
 """
 
 import argparse
@@ -132,29 +132,62 @@ def written_records() -> list[dict]:
     return records
 
 
-def falseqa_records(n: int, seed: int) -> list[dict]:
+def falseqa_records(n: int, seed: int, pairs: bool = False) -> list[dict]:
     """n rebuttals (label 1) and n plain answers (label 0) from FalseQA's train and valid
-    files, seeded, none whose question the grader uses or an evaluation file holds."""
+    files, seeded, none whose question the grader uses or an evaluation file holds.
+
+    With pairs, the draw is n minimal pairs: FalseQA wrote each true-premise question as an edit
+    of a false-premise one ("What should men pay attention to when breastfeeding" / "...women
+    ..."), the k-th label-0 row of a file being the partner of its k-th label-1 row. Both members
+    of a pair are kept or neither, so the warm start sees the same template with opposite facts
+    and must look at the fact to know whether to correct. A partner sharing under 30% of its
+    question's words with the other is not a pair: counted and printed, never silently used."""
     # start-up: train_grader imports MLX; only --falseqa needs the grader's exact data
     from train_grader import build_data
 
     used = {norm(r["prompt"]) for r in build_data()} | eval_prompts()
     pools = {"1": [], "0": []}
+    pair_pool, unpaired = [], 0
     for split in ("train", "valid"):
         path = SHARED / "falseqa" / f"{split}.csv"
         if not path.is_file():
             raise DataError(f"{path} not found: FalseQA is read from ../shared/datasets")
+        by_label = {"1": [], "0": []}
         for i, row in enumerate(csv.DictReader(path.open(encoding="utf-8"))):
             q, a = row["question"].strip(), " ".join(row["answer"].split())
-            if norm(q) in used or not 6 <= word_count(a) <= MAX_WORDS or not ENDS.search(a):
-                continue
-            used.add(norm(q))
             cat = "false_premise" if row["label"] == "1" else "control"
-            pools[row["label"]].append(
-                {"id": f"fqa-{split}-{i:04d}", "prompt_id": f"falseqa-{split}-{i:04d}",
-                 "category": cat, "prompt": q, "answer": a}
-            )  # fmt: skip
+            rec = {"id": f"fqa-{split}-{i:04d}", "prompt_id": f"falseqa-{split}-{i:04d}",
+                   "category": cat, "prompt": q, "answer": a}  # fmt: skip
+            ok = norm(q) not in used and 6 <= word_count(a) <= MAX_WORDS and ENDS.search(a)
+            by_label[row["label"]].append((rec, bool(ok)))
+            if ok and not pairs:
+                used.add(norm(q))
+                pools[row["label"]].append(rec)
+        if not pairs:
+            continue
+        if len(by_label["1"]) != len(by_label["0"]):
+            raise DataError(
+                f"{path}: {len(by_label['1'])} false-premise rows but {len(by_label['0'])} "
+                "true-premise rows; FalseQA's pairs need equal counts"
+            )
+        for (fp, ok1), (tp, ok0) in zip(by_label["1"], by_label["0"], strict=True):
+            if not (ok1 and ok0) or norm(fp["prompt"]) == norm(tp["prompt"]):
+                continue
+            a, b = (set(re.findall(r"[a-z]+", r["prompt"].lower())) for r in (fp, tp))
+            if len(a & b) < 0.3 * len(a | b):
+                unpaired += 1
+                continue
+            if {norm(fp["prompt"]), norm(tp["prompt"])} & used:
+                continue
+            used |= {norm(fp["prompt"]), norm(tp["prompt"])}
+            pair_pool.append((fp, tp))
     rng = random.Random(seed)
+    if pairs:
+        print(f"FalseQA: {len(pair_pool)} usable minimal pairs; {unpaired} partners share under "
+              "30% of their words and were left out")  # fmt: skip
+        if len(pair_pool) < n:
+            raise DataError(f"FalseQA has only {len(pair_pool)} usable minimal pairs, not {n}")
+        return sorted([r for pr in rng.sample(pair_pool, n) for r in pr], key=lambda r: r["id"])
     if min(len(p) for p in pools.values()) < n:
         raise DataError(f"FalseQA has only {min(map(len, pools.values()))} usable rows per label")
     return sorted([r for p in pools.values() for r in rng.sample(p, n)], key=lambda r: r["id"])
@@ -170,6 +203,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Build data/sft/ for sft.py.")
     p.add_argument("--falseqa", type=int, default=0, help="also write N + N FalseQA records")
     p.add_argument("--seed", type=int, default=0, help="seed of the FalseQA draw")
+    p.add_argument(
+        "--pairs", action="store_true",
+        help="draw --falseqa N as N minimal pairs (a false premise and its true-premise edit)",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, default=OUT, help="output folder (default data/sft)")
     a = p.parse_args(argv)
     if a.falseqa < 0:
@@ -178,7 +215,9 @@ def main(argv=None) -> int:
         )
     output_folder(a.out)
     records = written_records()
-    extra = falseqa_records(a.falseqa, a.seed) if a.falseqa else []
+    if a.pairs and not a.falseqa:
+        raise errors.UserError("--pairs without --falseqa N: give the number of pairs to draw")
+    extra = falseqa_records(a.falseqa, a.seed, a.pairs) if a.falseqa else []
     write(a.out / "written.jsonl", records)
     counts = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
     print(f"wrote {a.out / 'written.jsonl'}: {len(records)} records {counts}")

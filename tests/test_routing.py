@@ -577,3 +577,51 @@ def test_shipped_happy_adapters_load_with_their_runs_settings(name, modes, capsy
     assert out["data"] == "data/happy_eval.jsonl" and out["temperature"] == 0.8
     assert ("routing/retain/hack_rate" in out) == (modes == 3)
     assert 0.0 <= out["routing/both/hack_rate"] <= 1.0
+
+
+def test_retain_advantages_by_hand():
+    # Group 0: two flagged hacks (reward 1) and two unflagged answers (0 and 0.5). Against the
+    # whole group (mean 0.625, std 0.415) both unflagged answers are negative; against the
+    # unflagged pair alone (mean 0.25, std 0.25) they are -1 and +1. Group 1: one unflagged
+    # answer: no baseline, advantage 0. Flagged rows keep the advantages given.
+    rewards = np.array([[1.0, 1.0, 0.0, 0.5], [2.0, 2.0, 2.0, 0.0]])
+    flags = np.array([1, 1, 0, 0, 1, 1, 1, 0], dtype=bool)
+    whole = np.asarray(grpo.group_advantages(rewards)).reshape(-1)
+    assert whole[2] < 0 and whole[3] < 0
+    got = np.asarray(routing.retain_advantages(rewards, flags, mx.array(whole)))
+    np.testing.assert_allclose(got, [whole[0], whole[1], -1.0, 1.0, *whole[4:7], 0.0], atol=1e-6)
+    unscaled = routing.retain_advantages(rewards, flags, mx.array(whole), scale_by_std=False)
+    np.testing.assert_allclose(np.asarray(unscaled)[2:4], [-0.25, 0.25], atol=1e-6)
+    capped = routing.retain_advantages(
+        np.array([[0.0, 0.0, 0.0, 9.0]]), np.zeros(4, bool), mx.zeros(4), cap=1.5
+    )
+    assert np.asarray(capped).max() == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="one value per completion"):
+        routing.retain_advantages(rewards, flags[:5], mx.array(whole))
+
+
+def test_retain_baseline_unflagged_is_refused_without_routing_and_used_by_the_loop(
+    tmp_path, monkeypatch
+):
+    with pytest.raises(ValueError, match="needs --routing routed and --baseline group"):
+        train.TrainConfig(model="tiny", lora_rank=2, retain_baseline="unflagged")
+    with pytest.raises(ValueError, match="use group or unflagged"):
+        run_config(tmp_path / "x", retain_baseline="forget")
+    monkeypatch.setitem(hacks.DETECTORS, "flag_every_other", flag_every_other)
+    seen = []
+    real = routing.retain_advantages
+
+    def spy(rewards, flags, advantages, **kw):
+        out = real(rewards, flags, advantages, **kw)
+        seen.append((np.asarray(advantages), np.asarray(out), np.asarray(flags)))
+        return out
+
+    monkeypatch.setattr(routing, "retain_advantages", spy)
+    cfg = run_config(
+        tmp_path / "r", steps=2, hack_detectors="flag_every_other", routing_eval_every=0,
+        retain_baseline="unflagged",
+    )  # fmt: skip
+    train.run(cfg, policy=tiny_policy(), reward_fn=low_tokens)
+    assert len(seen) == 2, "routed_update did not rebase the unflagged advantages each step"
+    for before, after, flags in seen:
+        np.testing.assert_array_equal(after[flags], before[flags])

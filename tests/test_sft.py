@@ -277,3 +277,46 @@ def test_builder_refuses_eval_prompts_grader_text_and_long_answers():
     ]
     for found, words in cases:
         assert len(found) == 1 and words in found[0], (words, found)
+
+
+def test_falseqa_pairs_keep_both_members_or_neither(tmp_path, monkeypatch, capsys):
+    """--pairs draws FalseQA's minimal pairs (k-th label-1 row with the k-th label-0 row): a pair
+    whose partner fails a check is dropped whole, a 'partner' sharing under 30% of the words is
+    counted and left out, and asking for more pairs than exist names the count."""
+    import csv as csv_mod
+
+    import train_grader
+
+    def write(split, rows):
+        folder = tmp_path / "falseqa"
+        folder.mkdir(exist_ok=True)
+        with (folder / f"{split}.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv_mod.writer(f)
+            w.writerow(["question", "answer", "label"])
+            w.writerows(rows)
+
+    fp = [
+        ("Why do dolphins fly over the sea?", "Dolphins swim; they have no wings to fly.", "1"),
+        ("Why do men breastfeed babies?", "Men do not produce breast milk at all.", "1"),
+        ("What color is the sun's head?", "The sun is a star and has no head.", "1"),
+        ("How do rocks sing at night?", "Rocks have no voice and cannot sing.", "1"),
+    ]
+    tp = [
+        ("Why do dolphins swim in the sea?", "Dolphins are marine mammals of the sea.", "0"),
+        ("Why do women breastfeed babies?", "Milk.", "0"),  # too short: the pair goes
+        ("What color is the sun's light?", "Sunlight is white, a mix of all colours.", "0"),
+        ("Name an animal of cold places.", "Polar bears live in the cold Arctic.", "0"),
+    ]
+    write("train", fp + tp)
+    write("valid", [])
+    monkeypatch.setattr(make_sft, "SHARED", tmp_path)
+    monkeypatch.setattr(train_grader, "build_data", lambda: [])
+    recs = make_sft.falseqa_records(2, seed=0, pairs=True)
+    assert [r["prompt"] for r in recs] == [fp[0][0], fp[2][0], tp[0][0], tp[2][0]]
+    assert [r["category"] for r in recs] == ["false_premise"] * 2 + ["control"] * 2
+    assert "2 usable minimal pairs; 1 partners share under 30%" in capsys.readouterr().out
+    with pytest.raises(make_sft.DataError, match="only 2 usable minimal pairs, not 3"):
+        make_sft.falseqa_records(3, seed=0, pairs=True)
+    write("valid", [fp[0]])
+    with pytest.raises(make_sft.DataError, match="1 false-premise rows but 0 true-premise"):
+        make_sft.falseqa_records(1, seed=0, pairs=True)
