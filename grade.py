@@ -29,7 +29,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -54,6 +53,7 @@ from prompts import (
     eval_subset,
     load_notes,
     read_jsonl,
+    reference_hits,
 )
 from stats import figure
 
@@ -225,13 +225,6 @@ def notes_sha256(path) -> str:
 
 # The label a reference hit gives, per category (notes are written for these two only).
 REFERENCE_LABEL = {"false_premise": "corrects_premise", "nonsense": "flags_nonsense"}
-
-
-def reference_hits(answer: str, markers) -> list[str]:
-    """The markers found in the answer: case-insensitive, curly apostrophes read as straight,
-    each marker starting at a word boundary ("inca" finds "Incas", not "zincate")."""
-    text = answer.lower().replace("\u2019", "'").replace("\u2018", "'")
-    return [m for m in markers if re.search(r"\b" + re.escape(m), text)]
 
 
 def reference_check(records: list[dict], graded: list[dict], notes: dict) -> list[dict]:

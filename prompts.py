@@ -16,6 +16,7 @@ check between data sets. This module does not make or split data (`data/make_dat
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -278,6 +279,13 @@ def load_notes(path) -> dict[str, dict]:
     if errors:
         raise data_error(path, errors)
     return out
+
+
+def reference_hits(answer: str, markers) -> list[str]:
+    """The markers found in the answer: case-insensitive, curly apostrophes read as straight,
+    each marker starting at a word boundary ("inca" finds "Incas", not "zincate")."""
+    text = answer.lower().replace("\u2019", "'").replace("\u2018", "'")
+    return [m for m in markers if re.search(r"\b" + re.escape(m), text)]
 
 
 def load_judge_pairs(path) -> list[dict]:

@@ -34,6 +34,7 @@ import reward_model
 import rubric
 from diversity import jaccard, word_count
 from errors import UserError
+from prompts import DataError, load_notes, reference_hits
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
@@ -130,6 +131,7 @@ def opening_negation(answer: str, prompt: str) -> bool:
     ("It's not.", "The Berlin Wall didn't fall", "Van Gogh never painted ..."): on attempt 8's
     control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
     (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
+
     def negations(text: str) -> set[str]:  # lowercased, curly apostrophes read as straight
         return set(_NEGATION.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'")))
 
@@ -273,9 +275,10 @@ def _check_stance(
                 and v >= 0):  # fmt: skip
             raise RewardError(f"stance {name}={v!r} must be a finite number >= 0")
     if detector != "lexical":
-        if not isinstance(detector, str) or not (
-            rm_folder(detector) / reward_model.CONFIG_FILE
-        ).is_file():
+        if (
+            not isinstance(detector, str)
+            or not (rm_folder(detector) / reward_model.CONFIG_FILE).is_file()
+        ):
             raise RewardError(
                 f"stance detector {detector!r} is neither 'lexical' nor a classifier folder with "
                 f"{reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
@@ -315,6 +318,47 @@ def _build_stance(
         details = [
             {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
         ]
+        return Scores(values, details, 0)
+
+    return score
+
+
+def _check_fact(notes: str, pay: float = 1.0):
+    if not (isinstance(pay, int | float) and not isinstance(pay, bool) and math.isfinite(pay)
+            and pay > 0):  # fmt: skip
+        raise RewardError(f"fact pay={pay!r} must be a finite number > 0")
+    try:
+        load_notes(notes)
+    except (DataError, OSError) as e:
+        raise RewardError(f"fact notes {notes!r}: {e}") from e
+
+
+def _build_fact(ctx, notes: str, pay: float = 1.0):
+    """+pay for an answer that states its prompt's reference fact: one of the note's markers
+    (prompts.reference_hits) is in it. Notes are per prompt (data/train_notes.jsonl: what is
+    false in each false-premise training prompt and the phrases that say so), so what is paid
+    is the content of a correction, never the form of a denial: "No, X" earns nothing unless X
+    is the true fact of that prompt, and a prompt without a note (every control) pays 0.
+    Prints how many of the run's false-premise prompts have a note; none at all is an error."""
+    by_prompt = load_notes(notes)
+    if ctx.records:
+        fp = {r["prompt"].strip() for r in ctx.records if r.get("category") == "false_premise"}
+        covered = len(fp & set(by_prompt))
+        if fp and not covered:
+            raise RewardError(
+                f"fact notes {notes!r} hold a note for none of the run's {len(fp)} false-premise "
+                "prompts: the reward would be 0 everywhere; give the notes of these prompts"
+            )
+        print(f"fact reward: {notes} has notes for {covered} of {len(fp)} false-premise prompts "
+              "(the others, and every prompt without a note, score 0)")  # fmt: skip
+
+    def score(prompts, completions, categories):
+        notes_of = [by_prompt.get(p.strip()) for p in prompts]
+        hits = [[] if n is None else reference_hits(t, n["markers"])
+                for n, t in zip(notes_of, completions, strict=True)]  # fmt: skip
+        values = np.array([pay if h else 0.0 for h in hits], dtype=np.float64)
+        details = [{"fact": float(v), "has_note": float(n is not None)}
+                   for v, n in zip(values, notes_of, strict=True)]  # fmt: skip
         return Scores(values, details, 0)
 
     return score
@@ -557,6 +601,13 @@ REWARDS: dict[str, Entry] = {
         "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
         "detector: lexical or a classifier folder; opening: true also flags a negating first "
         "sentence",
+    ),
+    "fact": Entry(
+        _build_fact,
+        _check_fact,
+        None,
+        "+pay when the answer states its prompt's reference fact (a marker of its note in "
+        "notes: a file like data/eval_notes.jsonl); prompts without a note score 0",
     ),
     "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import grade
+import prompts
 from prompts import DataError
 
 # (category, prompt, answer, expected label) written for this test
@@ -224,12 +225,12 @@ def test_flag_labels_naming_no_answer_are_refused(tmp_path, monkeypatch):
 
 def test_reference_hits_by_hand():
     markers = ["inca", "not the aztecs", "doesn't make sense"]
-    assert grade.reference_hits("Machu Picchu was built by the Incas.", markers) == ["inca"]
-    assert grade.reference_hits("It was NOT THE AZTECS who built it", markers) == [
+    assert prompts.reference_hits("Machu Picchu was built by the Incas.", markers) == ["inca"]
+    assert prompts.reference_hits("It was NOT THE AZTECS who built it", markers) == [
         "not the aztecs"]  # fmt: skip
-    assert grade.reference_hits("That doesn\u2019t make sense to me", markers) == [
+    assert prompts.reference_hits("That doesn\u2019t make sense to me", markers) == [
         "doesn't make sense"]  # fmt: skip
-    assert grade.reference_hits("zincate salts", markers) == []  # a marker starts at a word
+    assert prompts.reference_hits("zincate salts", markers) == []  # a marker starts at a word
 
 
 def test_reference_check_adds_pushback_only_where_a_noted_answer_states_it():
@@ -350,8 +351,14 @@ def test_truth_labels_name_every_bad_line_and_join_the_records(tmp_path):
     ok = [{"id": "a", "label": "answers", "pushback": False},
           {"id": "b", "label": "flags_nonsense", "pushback": True, "engages": None}]  # fmt: skip
     path = tmp_path / "labels.jsonl"
-    bad = ["{oops", "", '{"label": "answers", "pushback": false}',  # no id
-           '{"id": "c", "label": "answers", "pushback": 0}', '{"id": "d", "label": ["x"]}', "[1]"]
+    bad = [
+        "{oops",
+        "",
+        '{"label": "answers", "pushback": false}',  # no id
+        '{"id": "c", "label": "answers", "pushback": 0}',
+        '{"id": "d", "label": ["x"]}',
+        "[1]",
+    ]
     path.write_text("\n".join([json.dumps(ok[0]), *bad]) + "\n")
     with pytest.raises(DataError) as e:
         grade.load_truth(path, records)

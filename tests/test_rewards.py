@@ -121,7 +121,7 @@ def test_parse_spec_with_a_reward_model(rm_folder):
         (
             "sad",
             r"'sad'.*not registered.*"
-            r"\['asks_question', 'chess', 'ensemble', 'fn', 'happy', 'rm', 'rubric', "
+            r"\['asks_question', 'chess', 'ensemble', 'fact', 'fn', 'happy', 'rm', 'rubric', "
             r"'rubric_cal', 'stance'\]",
         ),
         ("happy:0", "finite and > 0"),
@@ -412,4 +412,41 @@ def test_stance_refuses_a_detector_that_is_not_a_classifier(rm_folder):
         rewards.build_scorer(
             [rewards.Component("stance", 1.0, {"detector": "models/rm-smollm2-135m"})],
             rewards.RewardContext(),
+        )
+
+
+def test_fact_pays_the_notes_fact_not_the_form_of_a_denial(tmp_path, capsys):
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(
+        '{"id": "fp-1", "prompt": "Why did the Romans build the pyramids?", "note": "Egyptians '
+        'built them.", "markers": ["egyptians built", "built by the egyptians", '
+        '"not the romans"]}\n'
+    )
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(f"components:\n  - {{name: fact, notes: {notes}, pay: 2}}\n")
+    fp, ctl = "Why did the Romans build the pyramids?", "Why did the Egyptians build the pyramids?"
+    records = [{"prompt": fp, "category": "false_premise"}, {"prompt": "Why X?",
+               "category": "false_premise"}, {"prompt": ctl, "category": "control"}]  # fmt: skip
+    scorer = rewards.build_scorer(
+        rewards.load_reward_config(str(cfg)), rewards.RewardContext(records=records)
+    )
+    assert "notes for 1 of 2 false-premise prompts" in capsys.readouterr().out
+    texts = [
+        "They were built by the Egyptians, not the Romans.",  # two markers: paid once
+        "No, the Romans did not do that.",  # a denial without the fact: nothing
+        "Built by the EGYPTIANS\u2019 workers long ago.",  # case-insensitive marker
+        "The Egyptians built them as tombs.",  # a control: no note, nothing
+    ]
+    got = scorer([fp, fp, fp + " ", ctl], texts, ["false_premise"] * 3 + ["control"])
+    assert got.values.tolist() == [2.0, 0.0, 2.0, 0.0]
+    assert [d["has_note"] for d in got.details] == [1.0, 1.0, 1.0, 0.0]
+    bad = [({"notes": str(notes), "pay": 0}, "pay=0"),
+           ({"notes": str(tmp_path / "none.jsonl")}, "none.jsonl")]  # fmt: skip
+    for args, words in bad:
+        with pytest.raises(rewards.RewardError, match=words):
+            rewards.check_components([rewards.Component("fact", 1.0, args)], "t")
+    with pytest.raises(rewards.RewardError, match="none of the run's 1 false-premise"):
+        rewards.build_scorer(
+            [rewards.Component("fact", 1.0, {"notes": str(notes)})],
+            rewards.RewardContext(records=[{"prompt": "Why X?", "category": "false_premise"}]),
         )
