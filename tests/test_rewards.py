@@ -450,3 +450,30 @@ def test_fact_pays_the_notes_fact_not_the_form_of_a_denial(tmp_path, capsys):
             [rewards.Component("fact", 1.0, {"notes": str(notes)})],
             rewards.RewardContext(records=[{"prompt": "Why X?", "category": "false_premise"}]),
         )
+
+
+GENERIC_DENIALS = ("no,", "not true", "that's not", "isn't true", "myth", "misconception",
+                   "actually", "in fact", "false", "incorrect", "wrong", "there is no evidence",
+                   "didn't happen", "never happened", "not correct")  # fmt: skip
+
+
+def test_train_notes_cover_every_false_premise_training_prompt_with_specific_markers():
+    """data/train_notes.jsonl (the fact reward's notes): one note per false-premise prompt of
+    data/prompts.jsonl, same text, none an eval prompt, 5-14 markers, no generic denial among
+    them (a generic marker would pay the form of a denial, which the fact reward exists not to),
+    and no marker already in its own prompt (an answer echoing the premise would be paid)."""
+    import prompts as prompts_mod
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    notes = prompts_mod.load_notes(data / "train_notes.jsonl")
+    fp = [r for r in prompts_mod.load_prompts(data / "prompts.jsonl")
+          if r["category"] == "false_premise"]  # fmt: skip
+    assert set(notes) == {r["prompt"].strip() for r in fp} and len(notes) == len(fp) > 250
+    assert {n["id"] for n in notes.values()} == {r["id"] for r in fp}
+    evals = {r["prompt"].strip() for r in prompts_mod.load_prompts(data / "eval.jsonl")}
+    assert not set(notes) & evals
+    for text, n in notes.items():
+        assert 5 <= len(n["markers"]) <= 14, (n["id"], len(n["markers"]))
+        generic = [m for m in n["markers"] if any(g in m for g in GENERIC_DENIALS)]
+        assert not generic, (n["id"], generic)
+        assert not prompts_mod.reference_hits(text, n["markers"]), n["id"]
