@@ -160,9 +160,14 @@ def stance_reward(
     return stance_values([disputes(t) for t in completions], categories, pay, penalty)
 
 
-def stance_values(flags, categories, pay: float = 1.0, penalty: float = 1.0) -> list[float]:
+def stance_values(
+    flags, categories, pay: float = 1.0, penalty: float = 1.0, curiosity_penalty: float = 0.0
+) -> list[float]:
     """stance_reward from each answer's `disputes` flag (computed once by the caller): a bool,
-    or a probability in [0, 1] from a trained detector, which scales the pay or penalty."""
+    or a probability in [0, 1] from a trained detector, which scales the pay or penalty.
+    `curiosity_penalty` is taken for a dispute on a curiosity prompt (0: neutral, as
+    STANCE_SIGN says): a curious question has no false premise, so "There's no link between X
+    and Y" is needless there too."""
     if categories is None or len(categories) != len(flags):
         raise RewardError(
             f"the stance reward needs one category per completion, got {categories!r} for "
@@ -175,7 +180,10 @@ def stance_values(flags, categories, pay: float = 1.0, penalty: float = 1.0) -> 
                 f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
             )
         sign = STANCE_SIGN[cat]
-        out.append((pay if sign > 0 else penalty) * sign * float(flag) if sign else 0.0)
+        if cat == "curiosity":
+            out.append(-curiosity_penalty * float(flag))
+        else:
+            out.append((pay if sign > 0 else penalty) * sign * float(flag) if sign else 0.0)
     return out
 
 
@@ -266,11 +274,15 @@ def _build_asks_question(ctx):
 
 
 def _check_stance(
-    pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical", opening: bool = False
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    detector: str = "lexical",
+    opening: bool = False,
+    curiosity_penalty: float = 0.0,
 ):
     if not isinstance(opening, bool):
         raise RewardError(f"stance opening={opening!r} must be true or false")
-    for name, v in (("pay", pay), ("penalty", penalty)):
+    for name, v in (("pay", pay), ("penalty", penalty), ("curiosity_penalty", curiosity_penalty)):
         if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
                 and v >= 0):  # fmt: skip
             raise RewardError(f"stance {name}={v!r} must be a finite number >= 0")
@@ -286,7 +298,12 @@ def _check_stance(
 
 
 def _build_stance(
-    ctx, pay: float = 1.0, penalty: float = 1.0, detector: str = "lexical", opening: bool = False
+    ctx,
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    detector: str = "lexical",
+    opening: bool = False,
+    curiosity_penalty: float = 0.0,
 ):
     """The stance term. `detector` 'lexical' flags an answer with rewards.disputes (0 or 1); a
     classifier folder (train_rm.py --labels, not reading the category) gives P(pushback), and
@@ -314,7 +331,7 @@ def _build_stance(
         if opening:
             flags = [max(float(f), float(opening_negation(t, p)))
                      for f, t, p in zip(flags, completions, prompts, strict=True)]  # fmt: skip
-        values = np.asarray(stance_values(flags, categories, pay, penalty))
+        values = np.asarray(stance_values(flags, categories, pay, penalty, curiosity_penalty))
         details = [
             {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
         ]
@@ -600,7 +617,7 @@ REWARDS: dict[str, Entry] = {
         None,
         "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
         "detector: lexical or a classifier folder; opening: true also flags a negating first "
-        "sentence",
+        "sentence; curiosity_penalty: the cost of a dispute on a curiosity prompt (default 0)",
     ),
     "fact": Entry(
         _build_fact,

@@ -477,3 +477,18 @@ def test_train_notes_cover_every_false_premise_training_prompt_with_specific_mar
         generic = [m for m in n["markers"] if any(g in m for g in GENERIC_DENIALS)]
         assert not generic, (n["id"], generic)
         assert not prompts_mod.reference_hits(text, n["markers"]), n["id"]
+
+
+def test_stance_curiosity_penalty_costs_a_dispute_on_a_curiosity_prompt_only(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(
+        "components:\n  - {name: stance, pay: 0, penalty: 4, opening: true, curiosity_penalty: 3}\n"
+    )
+    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    texts = ["There's no link between them.", "They are linked through trade."] * 2
+    cats = ["curiosity", "curiosity", "false_premise", "control"]
+    got = scorer(["Do X and Y have anything to do with each other?"] * 4, texts, cats)
+    assert got.values.tolist() == [-3.0, 0.0, 0.0, 0.0]
+    assert rewards.stance_values([1.0, 0.5], ["curiosity", "curiosity"]) == [0.0, 0.0]  # default
+    with pytest.raises(rewards.RewardError, match="curiosity_penalty=-1"):
+        rewards.check_components([rewards.Component("stance", 1.0, {"curiosity_penalty": -1})], "t")
