@@ -281,10 +281,16 @@ def load_notes(path) -> dict[str, dict]:
     return out
 
 
+def fold(text: str) -> str:
+    """Lowercased, curly single quotes read as straight: how answers are matched against
+    phrases ("doesn\u2019t" is "doesn't")."""
+    return text.lower().replace("\u2019", "'").replace("\u2018", "'")
+
+
 def reference_hits(answer: str, markers) -> list[str]:
     """The markers found in the answer: case-insensitive, curly apostrophes read as straight,
     each marker starting at a word boundary ("inca" finds "Incas", not "zincate")."""
-    text = answer.lower().replace("\u2019", "'").replace("\u2018", "'")
+    text = fold(answer)
     return [m for m in markers if re.search(r"\b" + re.escape(m), text)]
 
 

@@ -34,7 +34,7 @@ import reward_model
 import rubric
 from diversity import jaccard, word_count
 from errors import UserError
-from prompts import DataError, load_notes, reference_hits
+from prompts import DataError, fold, load_notes, reference_hits
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
@@ -132,11 +132,8 @@ def opening_negation(answer: str, prompt: str) -> bool:
     control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
     (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
 
-    def negations(text: str) -> set[str]:  # lowercased, curly apostrophes read as straight
-        return set(_NEGATION.findall(text.lower().replace("\u2019", "'").replace("\u2018", "'")))
-
     first = _SENTENCE_END.split(answer.strip(), maxsplit=1)[0]
-    return bool(negations(first) - negations(prompt))
+    return bool(set(_NEGATION.findall(fold(first))) - set(_NEGATION.findall(fold(prompt))))
 
 
 # Which way the stance reward pays per prompt category: +1 for disputing where the premise is
@@ -173,17 +170,16 @@ def stance_values(
             f"the stance reward needs one category per completion, got {categories!r} for "
             f"{len(flags)} completions"
         )
+    # what a dispute is worth per category: the sign's pay or penalty, curiosity's own penalty
+    worth = {c: s * (pay if s > 0 else penalty) for c, s in STANCE_SIGN.items() if s}
+    worth["curiosity"] = 0.0 - curiosity_penalty
     out = []
     for flag, cat in zip(flags, categories, strict=True):
         if cat not in STANCE_SIGN:
             raise RewardError(
                 f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
             )
-        sign = STANCE_SIGN[cat]
-        if cat == "curiosity":
-            out.append(-curiosity_penalty * float(flag))
-        else:
-            out.append((pay if sign > 0 else penalty) * sign * float(flag) if sign else 0.0)
+        out.append(worth.get(cat, 0.0) * float(flag))
     return out
 
 
@@ -283,9 +279,7 @@ def _check_stance(
     if not isinstance(opening, bool):
         raise RewardError(f"stance opening={opening!r} must be true or false")
     for name, v in (("pay", pay), ("penalty", penalty), ("curiosity_penalty", curiosity_penalty)):
-        if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                and v >= 0):  # fmt: skip
-            raise RewardError(f"stance {name}={v!r} must be a finite number >= 0")
+        _check_number("stance", name, v, zero_ok=True)
     if detector != "lexical":
         if (
             not isinstance(detector, str)
@@ -340,10 +334,17 @@ def _build_stance(
     return score
 
 
+def _check_number(component: str, name: str, v, zero_ok: bool) -> None:
+    """A component's numeric argument: a finite int or float (not a bool), > 0 or >= 0."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    if not (ok and (v >= 0 if zero_ok else v > 0)):
+        raise RewardError(
+            f"{component} {name}={v!r} must be a finite number {'>=' if zero_ok else '>'} 0"
+        )
+
+
 def _check_fact(notes: str, pay: float = 1.0):
-    if not (isinstance(pay, int | float) and not isinstance(pay, bool) and math.isfinite(pay)
-            and pay > 0):  # fmt: skip
-        raise RewardError(f"fact pay={pay!r} must be a finite number > 0")
+    _check_number("fact", "pay", pay, zero_ok=False)
     try:
         load_notes(notes)
     except (DataError, OSError) as e:
