@@ -101,6 +101,12 @@ class TrainConfig:
         "unflagged (against the group's unflagged completions alone: a hack's high reward no "
         "longer makes the unflagged answers look bad to the retain adapter)",
     )
+    retain_rollout_every: int = _f(
+        0,
+        "routed only: every Nth step samples and updates with the forget adapter off (retain "
+        "alone), so the retain adapter keeps on-policy task data when the hack holds the batch "
+        "(0 = off)",
+    )
     hack_detectors: str | None = _f(
         None, "hack detectors, e.g. happy_spam:min_count=2,prompt_echo (hacks.py); rates logged"
     )
@@ -209,6 +215,13 @@ class TrainConfig:
             raise ValueError(
                 f"retain_baseline='unflagged' needs --routing routed and --baseline group, got "
                 f"routing={self.routing!r}, baseline={self.baseline!r}"
+            )
+        if self.retain_rollout_every < 0 or (
+            self.retain_rollout_every and self.routing != "routed"
+        ):
+            raise ValueError(
+                f"retain_rollout_every={self.retain_rollout_every} needs --routing routed and a "
+                f"value >= 0 (0 = off), got routing={self.routing!r}"
             )
         if self.routing == "routed" and not self.hack_detectors:
             raise ValueError(

@@ -149,6 +149,21 @@ def clip_per_adapter(grads, max_norm: float):
 # config, the model, its reference and a Rollout)
 
 
+def retain_only_step(cfg, step: int) -> bool:
+    """Whether this step samples and updates with the forget adapter off (--retain-rollout-every).
+
+    When the hack holds every rollout, no completion is left to train the retain adapter on the
+    task (knowledge/routing.md, seed 0). On these steps the policy is the retain adapter alone:
+    its rollouts are on-policy for it, its unflagged completions train it, and the forget
+    adapter, scaled to 0, gets exactly zero gradient (AdamW still applies its momentum)."""
+    return bool(cfg.retain_rollout_every) and step % cfg.retain_rollout_every == 0
+
+
+def retain_alone(model, on: bool):
+    """lora.scaled(model, 1, 0) when `on` (a retain-only step), else nothing."""
+    return lora.scaled(model, 1.0, 0.0) if on else contextlib.nullcontext()
+
+
 def flag_hacks(detectors: list, b) -> dict:
     """Run the hack detectors on a rollout: set b.flags; return the rates to log."""
     if not detectors:

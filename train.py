@@ -229,13 +229,17 @@ def train_step(r: Run, step: int) -> dict:
     """One step: rollout, update, KL controller, metrics (and evaluation when due); logged."""
     cfg = r.cfg
     cpu0 = time.process_time()
-    b = rollout(r, step)
-    hack_rates = routing.flag_hacks(r.detectors, b)
-    t0 = time.perf_counter()
-    upd = policy_update.update(r, b)
+    retain_only = routing.retain_only_step(cfg, step)
+    with routing.retain_alone(r.policy.model, retain_only):
+        b = rollout(r, step)
+        hack_rates = routing.flag_hacks(r.detectors, b)
+        t0 = time.perf_counter()
+        upd = policy_update.update(r, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
     m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
+    if cfg.retain_rollout_every:
+        m["route/retain_only_step"] = float(retain_only)
     # This process's CPU time, all threads: unlike step_s it does not grow when jobs share cores.
     m["cpu_s"] = time.process_time() - cpu0
     m["kl_coef"] = r.controller.coef

@@ -625,3 +625,66 @@ def test_retain_baseline_unflagged_is_refused_without_routing_and_used_by_the_lo
     assert len(seen) == 2, "routed_update did not rebase the unflagged advantages each step"
     for before, after, flags in seen:
         np.testing.assert_array_equal(after[flags], before[flags])
+
+
+def dual_scales(policy):
+    """The set of (retain, forget) scales over the policy's dual LoRA layers."""
+    layers = [m for _, m in policy.model.named_modules() if isinstance(m, lora.DualLoRALinear)]
+    return {(m.retain_scale, m.forget_scale) for m in layers}
+
+
+def record_sampling_scales(policy):
+    """Wrap policy.sample_group to record the adapter scales each rollout samples at."""
+    seen, sample_group = [], policy.sample_group
+
+    def spy(*args, **kw):
+        seen.append(dual_scales(policy))
+        return sample_group(*args, **kw)
+
+    policy.sample_group = spy
+    return seen
+
+
+def test_retain_rollout_every_samples_and_trains_the_retain_adapter_alone(tmp_path, monkeypatch):
+    # --retain-rollout-every 1: every step samples with the forget adapter scaled to 0 and
+    # updates under the same scales, so the forget adapter gets exactly zero gradient and AdamW
+    # (weight decay 0, zero moments) leaves it bit-identical while retain trains. Sampling at
+    # the full model's scales, or updating outside the retain-only scales, moves forget.
+    with pytest.raises(ValueError, match="retain_rollout_every=2 needs --routing routed"):
+        train.TrainConfig(model="tiny", lora_rank=2, retain_rollout_every=2)
+    with pytest.raises(ValueError, match="value >= 0"):
+        run_config(tmp_path / "x", retain_rollout_every=-1)
+    monkeypatch.setitem(hacks.DETECTORS, "flag_every_other", flag_every_other)
+    before = {}
+    apply = lora.apply_dual_lora
+
+    def apply_and_snapshot(model, *args, **kw):
+        out = apply(model, *args, **kw)
+        before.update({k: np.array(v) for k, v in tree_flatten(model.parameters())})
+        return out
+
+    monkeypatch.setattr(lora, "apply_dual_lora", apply_and_snapshot)
+    policy = tiny_policy()
+    seen = record_sampling_scales(policy)
+    cfg = run_config(
+        tmp_path / "r", steps=2, hack_detectors="flag_every_other", routing_eval_every=0,
+        retain_rollout_every=1,
+    )  # fmt: skip
+    run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
+    assert seen == [{(1.0, 0.0)}, {(1.0, 0.0)}], seen
+    assert [r["route/retain_only_step"] for r in metric_rows(run_dir)] == [1.0, 1.0]
+    after = dict(tree_flatten(policy.model.parameters()))
+    forget = [k for k in after if k.split(".")[-1].startswith("forget")]
+    retain_b = [k for k in after if k.split(".")[-1].startswith("retain_b")]
+    assert forget and retain_b
+    moved = [k for k in forget if not np.array_equal(np.array(after[k]), before[k])]
+    assert not moved, f"a retain-only step reached the forget adapter: {moved[:3]}"
+    assert all(mx.abs(after[k]).max().item() > 0 for k in retain_b), "retain did not train"
+    assert dual_scales(policy) == {(1.0, 1.0)}, "the scales were not restored after the step"
+
+    policy = tiny_policy()
+    seen = record_sampling_scales(policy)
+    cfg = run_config(tmp_path / "e2", steps=4, routing_eval_every=0, retain_rollout_every=2)
+    run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
+    assert [s.pop() for s in seen] == [(1.0, 1.0), (1.0, 0.0), (1.0, 1.0), (1.0, 0.0)]
+    assert [r["route/retain_only_step"] for r in metric_rows(run_dir)] == [0.0, 1.0, 0.0, 1.0]
