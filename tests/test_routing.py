@@ -416,6 +416,21 @@ def test_routed_run_logs_routes_saves_and_resumes_exactly(tmp_path):
     assert metric_rows(d_full) == metric_rows(half)
 
 
+def snapshot_at_apply(monkeypatch) -> dict:
+    """A dict filled with the model's parameters as lora.apply_dual_lora leaves them (the
+    adapters' initial values), for tests that check which adapter a run moved."""
+    before = {}
+    apply = lora.apply_dual_lora
+
+    def apply_and_snapshot(model, *args, **kw):
+        out = apply(model, *args, **kw)
+        before.update({k: np.array(v) for k, v in tree_flatten(model.parameters())})
+        return out
+
+    monkeypatch.setattr(lora, "apply_dual_lora", apply_and_snapshot)
+    return before
+
+
 def flag_all(prompts, completions, categories):
     return np.ones(len(completions), dtype=bool)
 
@@ -427,15 +442,7 @@ def test_loop_routes_flagged_completions_to_the_forget_adapter_only(tmp_path, mo
     # forget adapter trains. Calling routing.accumulate(..., route=False) from routed_update, or
     # the loop skipping routing, makes retain move and this fails (knowledge/routing.md).
     monkeypatch.setitem(hacks.DETECTORS, "flag_all", flag_all)
-    before = {}
-    apply = lora.apply_dual_lora
-
-    def apply_and_snapshot(model, *args, **kw):
-        out = apply(model, *args, **kw)
-        before.update({k: np.array(v) for k, v in tree_flatten(model.parameters())})
-        return out
-
-    monkeypatch.setattr(lora, "apply_dual_lora", apply_and_snapshot)
+    before = snapshot_at_apply(monkeypatch)
     policy = tiny_policy()
     cfg = run_config(
         tmp_path, steps=2, hack_detectors="flag_all", routing_eval_every=0, kl_coef=kl_coef
@@ -655,15 +662,7 @@ def test_retain_rollout_every_samples_and_trains_the_retain_adapter_alone(tmp_pa
     with pytest.raises(ValueError, match="value >= 0"):
         run_config(tmp_path / "x", retain_rollout_every=-1)
     monkeypatch.setitem(hacks.DETECTORS, "flag_every_other", flag_every_other)
-    before = {}
-    apply = lora.apply_dual_lora
-
-    def apply_and_snapshot(model, *args, **kw):
-        out = apply(model, *args, **kw)
-        before.update({k: np.array(v) for k, v in tree_flatten(model.parameters())})
-        return out
-
-    monkeypatch.setattr(lora, "apply_dual_lora", apply_and_snapshot)
+    before = snapshot_at_apply(monkeypatch)
     policy = tiny_policy()
     seen = record_sampling_scales(policy)
     cfg = run_config(
