@@ -50,6 +50,11 @@ class TrainConfig:
     )
     steps: int = _f(60, "optimizer steps to run (total, including resumed ones)")
     prompts_per_step: int = _f(4, "distinct prompts B per step")
+    pairs_per_step: int = _f(
+        0,
+        "of those, this many (record, twin) pairs from records with a `pair` field, each pair "
+        "in the same step; the rest from unpaired records (0 = off: one shuffled stream)",
+    )
     group_size: int = _f(8, "completions G per prompt (>= 2 for a group baseline)")
     max_new_tokens: int = _f(64, "generation cap per completion")
     temperature: float = _f(1.0, "sampling temperature (log-probs use the same)")
@@ -140,6 +145,11 @@ class TrainConfig:
             "per prompt for a group baseline; use --group-size 4",
         )
         need(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: use >= 1")
+        need(
+            0 <= 2 * self.pairs_per_step <= self.prompts_per_step,
+            f"pairs_per_step={self.pairs_per_step}: use 0 to prompts_per_step / 2 "
+            f"({self.prompts_per_step // 2}); each pair takes two of the step's prompts",
+        )
         need(
             self.prompts_per_step % self.grad_accum == 0,
             f"prompts_per_step={self.prompts_per_step} is not divisible by grad_accum="

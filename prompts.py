@@ -247,9 +247,64 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), fla
 
 
 def load_prompts(path) -> list[dict]:
-    """Prompts from a JSONL file: each line `{"id", "category", "prompt", "source"}`, all
-    non-empty strings, category in CATEGORIES, ids and prompt texts unique. Raises DataError."""
-    return _load_jsonl(path, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",))
+    """Prompts from a JSONL file, or several joined by commas ("a.jsonl,b.jsonl"): each line
+    `{"id", "category", "prompt", "source"}`, all non-empty strings, category in CATEGORIES, and
+    an optional `pair`: the id of the record this one is the twin of (a true premise beside its
+    false one, PairedStream). Ids and prompt texts are unique across the files; a `pair` names a
+    record of the files, no record is named twice, and a record that names one is not named
+    itself. Raises DataError."""
+    paths = [x.strip() for x in os.fspath(path).split(",")] if isinstance(path, str) else [path]
+    if not all(paths):
+        raise DataError(f"--data {path!r} has an empty file name; join files with single commas")
+    records, where = [], {}
+    for one in paths:
+        for r in _load_jsonl(
+            one, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",),
+            optional=("pair",),
+        ):  # fmt: skip
+            for key in (r["id"], r["prompt"].strip()):
+                if key in where:
+                    raise DataError(
+                        f"{one}: {key[:60]!r} is also in {where[key]}; ids and prompt texts "
+                        "must be unique across the files of --data",
+                        path=one,
+                    )
+                where[key] = one
+            records.append(r)
+    _check_pairs(records, where)
+    return records
+
+
+def _check_pairs(records: list[dict], where: dict) -> None:
+    ids, named = {r["id"] for r in records}, {}
+    for r in records:
+        if "pair" not in r:
+            continue
+        p, src = r["pair"], where[r["id"]]
+        problem = None
+        if p not in ids:
+            problem = f"names pair {p!r}, which is no id of --data; fix the id or add its record"
+        elif p == r["id"]:
+            problem = "names itself as its pair"
+        elif p in named:
+            problem = f"names pair {p!r}, already the pair of {named[p]!r}; one twin per record"
+        if problem:
+            raise DataError(f"{src}: record {r['id']!r} {problem}", path=src)
+        named[p] = r["id"]
+    both = sorted(set(named) & set(named.values()))
+    if both:
+        raise DataError(
+            f"record {both[0]!r} is both a twin and the pair of one; a pair is two records",
+            path=where[both[0]],
+        )
+
+
+def pairs_and_singles(records: list[dict]) -> tuple[list[tuple[dict, dict]], list[dict]]:
+    """([(named record, its twin)] in the twins' file order, the records in no pair)."""
+    by_id = {r["id"]: r for r in records}
+    pairs = [(by_id[r["pair"]], r) for r in records if "pair" in r]
+    paired = {r["id"] for pair in pairs for r in pair}
+    return pairs, [r for r in records if r["id"] not in paired]
 
 
 def load_notes(path) -> dict[str, dict]:
@@ -429,7 +484,66 @@ class PromptStream:
         return {"epoch": self.epoch, "position": self.position}
 
     def load_state(self, state: dict) -> None:
+        if set(state) != {"epoch", "position"}:
+            raise ValueError(
+                f"checkpoint data cursor {state} is not a plain stream's; resume with the "
+                "--pairs-per-step the run was started with"
+            )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+class PairedStream:
+    """Each batch: `pairs_per_step` pairs (a record and its twin, `pair` ids; both in the batch,
+    one after the other), then the rest from the records in no pair. Two PromptStreams, one
+    over the pairs and one over the others, each with its own cursor; state() holds both.
+
+    A step then holds false premises beside their true twins (knowledge/learning_run.md,
+    attempt 12): what the policy learns from the pair is what tells the two apart."""
+
+    def __init__(self, records: list[dict], seed: int, pairs_per_step: int):
+        pairs, singles = pairs_and_singles(records)
+        if pairs_per_step < 1 or not pairs:
+            raise ValueError(
+                f"PairedStream needs pairs_per_step >= 1 (got {pairs_per_step}) and records with "
+                f"a `pair` field ({len(pairs)} pairs in {len(records)} records)"
+            )
+        self.pairs_per_step = pairs_per_step
+        self.pairs = PromptStream(pairs, seed)
+        self.singles = PromptStream(singles, seed) if singles else None
+
+    def next_batch(self, n: int) -> list[dict]:
+        rest = n - 2 * self.pairs_per_step
+        if rest < 0 or (rest and self.singles is None):
+            raise ValueError(
+                f"a batch of {n} prompts cannot hold {self.pairs_per_step} pairs "
+                f"({'no unpaired records' if rest >= 0 else 'too few places'}); raise "
+                "--prompts-per-step or lower --pairs-per-step"
+            )
+        out = [r for pair in self.pairs.next_batch(self.pairs_per_step) for r in pair]
+        return out + (self.singles.next_batch(rest) if rest else [])
+
+    def state(self) -> dict:
+        return {
+            "pairs": self.pairs.state(),
+            "singles": self.singles.state() if self.singles else None,
+        }
+
+    def load_state(self, state: dict) -> None:
+        if set(state) != {"pairs", "singles"}:
+            raise ValueError(
+                f"checkpoint data cursor {state} is not a paired stream's; resume with the "
+                "--pairs-per-step the run was started with"
+            )
+        self.pairs.load_state(state["pairs"])
+        if self.singles is not None:
+            self.singles.load_state(state["singles"])
+
+
+def prompt_stream(records: list[dict], seed: int, pairs_per_step: int = 0):
+    """PromptStream, or PairedStream when pairs_per_step > 0."""
+    if pairs_per_step:
+        return PairedStream(records, seed, pairs_per_step)
+    return PromptStream(records, seed)
 
 
 def output_folder(path, flag: str = "--out") -> Path:

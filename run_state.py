@@ -26,7 +26,7 @@ import runlog
 import tblog
 from config import TrainConfig
 from gwen import Gwen
-from prompts import PromptStream
+from prompts import PairedStream, PromptStream
 from reference import Reference
 
 
@@ -40,7 +40,7 @@ class Run:
     reference: Reference | None  # None: no KL term
     scorer: rewards.Scorer
     optimizer: optim.Optimizer
-    stream: PromptStream
+    stream: PromptStream | PairedStream
     eval_records: list[dict]
     controller: grpo.AdaptiveKLController
     metrics: runlog.MetricsLog

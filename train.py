@@ -43,7 +43,7 @@ import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
 from gwen import Gwen
 from load_weights import LoadError
-from prompts import PromptStream
+from prompts import prompt_stream
 from reference import Reference, default_judge, trunk_depth
 from rollout_batch import Rollout
 from run_state import Run, resume_run, save_run
@@ -105,7 +105,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         reference=reference,
         scorer=scorer,
         optimizer=optimizer,
-        stream=PromptStream(records, cfg.seed),
+        stream=prompt_stream(records, cfg.seed, cfg.pairs_per_step),
         eval_records=eval_records,
         controller=grpo.AdaptiveKLController(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon),
         metrics=distributed.main_only(lambda: runlog.MetricsLog(run_dir / "metrics.jsonl")),

@@ -18,6 +18,8 @@ from prompts import (
     load_judge_pairs,
     load_prompts,
     norm,
+    pairs_and_singles,
+    prompt_stream,
     read_jsonl,
     select_split,
 )
@@ -299,3 +301,88 @@ def test_norm_folds_case_and_every_run_of_whitespace():
         assert norm(text) == " ".join(text.split()).lower() == " ".join(text.lower().split())
     assert norm("ΟΔΟΣ\u2003ΟΔΟΣ") == "οδος οδος"
     assert norm("") == ""
+
+
+# ---- pairs: a record and its twin (PairedStream) ------------------------------------------
+
+
+def write_prompts(path, rows):
+    path.write_text("".join(json.dumps({"source": "t", **r}) + "\n" for r in rows))
+    return str(path)
+
+
+def paired_files(tmp_path, n_pairs=3, n_singles=5):
+    main = [
+        {"id": f"f{i}", "category": "false_premise", "prompt": f"false {i}?"}
+        for i in range(n_pairs)
+    ]
+    main += [
+        {"id": f"s{i}", "category": "nonsense", "prompt": f"single {i}?"} for i in range(n_singles)
+    ]
+    twins = [
+        {"id": f"t{i}", "category": "control", "prompt": f"true {i}?", "pair": f"f{i}"}
+        for i in range(n_pairs)
+    ]
+    return write_prompts(tmp_path / "main.jsonl", main), write_prompts(tmp_path / "tw.jsonl", twins)
+
+
+def test_load_prompts_joins_files_and_checks_pairs(tmp_path):
+    main, twins = paired_files(tmp_path)
+    records = load_prompts(f"{main},{twins}")
+    assert [r["id"] for r in records][-3:] == ["t0", "t1", "t2"] and len(records) == 11
+    pairs, singles = pairs_and_singles(records)
+    assert [(a["id"], b["id"]) for a, b in pairs] == [("f0", "t0"), ("f1", "t1"), ("f2", "t2")]
+    assert [r["id"] for r in singles] == [f"s{i}" for i in range(5)]
+    bad = {
+        "no such id": ([{"id": "t9", "category": "control", "prompt": "x?", "pair": "f9"}],
+                       "names pair 'f9', which is no id"),
+        "itself": ([{"id": "t9", "category": "control", "prompt": "x?", "pair": "t9"}],
+                   "names itself"),
+        "named twice": ([{"id": "t8", "category": "control", "prompt": "x?", "pair": "f0"},
+                         {"id": "t9", "category": "control", "prompt": "y?", "pair": "f0"}],
+                        "already the pair of 't8'"),
+        "a chain": ([{"id": "t8", "category": "control", "prompt": "x?", "pair": "f0"},
+                     {"id": "t9", "category": "control", "prompt": "y?", "pair": "t8"}],
+                    "both a twin and the pair of one"),
+        "an id in both files": ([{"id": "s0", "category": "control", "prompt": "x?"}],
+                                "'s0' is also in"),
+        "a prompt in both files": ([{"id": "z", "category": "control", "prompt": "single 1?"}],
+                                   "'single 1?' is also in"),
+        "not a string": ([{"id": "t9", "category": "control", "prompt": "x?", "pair": 3}],
+                         "field 'pair' must be a string"),
+    }  # fmt: skip
+    for case, (rows, message) in bad.items():
+        other = write_prompts(tmp_path / "bad.jsonl", rows)
+        with pytest.raises(DataError, match=re.escape(message)):
+            load_prompts(f"{main},{other}")
+            pytest.fail(f"{case}: loaded")
+    with pytest.raises(DataError, match="empty file name"):
+        load_prompts(f"{main},")
+
+
+def test_paired_stream_keeps_each_pair_in_one_batch_and_resumes(tmp_path):
+    main, twins = paired_files(tmp_path)
+    records = load_prompts(f"{main},{twins}")
+    stream = prompt_stream(records, seed=0, pairs_per_step=1)
+    batches = [[r["id"] for r in stream.next_batch(4)] for _ in range(6)]
+    for b in batches:  # the pair first, its twin right after it, then two unpaired records
+        assert b[0][0] == "f" and b[1] == "t" + b[0][1:] and all(x[0] == "s" for x in b[2:]), b
+    firsts = [b[0] for b in batches]
+    assert sorted(firsts[:3]) == sorted(firsts[3:]) == ["f0", "f1", "f2"], "one pass per epoch"
+    singles = [x for b in batches[:2] for x in b[2:]] + [batches[2][2]]
+    assert sorted(singles) == [f"s{i}" for i in range(5)], "unpaired records: one pass per epoch"
+    again = prompt_stream(records, seed=0, pairs_per_step=1)
+    again.next_batch(4), again.next_batch(4)
+    resumed = prompt_stream(records, seed=0, pairs_per_step=1)
+    resumed.load_state(json.loads(json.dumps(again.state())))  # as a checkpoint stores it
+    assert [[r["id"] for r in resumed.next_batch(4)] for _ in range(4)] == batches[2:]
+    with pytest.raises(ValueError, match="not a plain stream's"):
+        prompt_stream(records, seed=0).load_state(again.state())
+    with pytest.raises(ValueError, match="not a paired stream's"):
+        resumed.load_state({"epoch": 0, "position": 0})
+    with pytest.raises(ValueError, match="cannot hold 3 pairs"):
+        prompt_stream(records, seed=0, pairs_per_step=3).next_batch(4)
+    with pytest.raises(ValueError, match="records with a `pair` field"):
+        prompt_stream(load_prompts(main), seed=0, pairs_per_step=1)
+    plain = prompt_stream(records, seed=0)  # pairs off: one stream over all 11 records
+    assert sorted(r["id"] for r in plain.next_batch(11)) == sorted(r["id"] for r in records)

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sqlite3
 
 import backend  # noqa: F401
 
@@ -460,3 +461,42 @@ def test_truncated_modes_are_checked(tmp_path):
         tiny_config(tmp_path, truncated="drop")
     with pytest.raises(ValueError, match="ignore_eos"):
         tiny_config(tmp_path, truncated="cap", ignore_eos=True)
+
+
+def test_paired_run_keeps_twins_in_one_step_and_resumes_exactly(tmp_path):
+    # --pairs-per-step 1 with B = 2: every step is one record and its twin (the rollout log
+    # shows both), and a resume continues the pair stream's cursor (same weights and metrics).
+    rows = [
+        {"id": f"f{i}", "category": "false_premise", "prompt": f"t{10 + i} t3"} for i in range(3)
+    ]
+    rows += [{"id": f"n{i}", "category": "nonsense", "prompt": f"t{20 + i} t4"} for i in range(2)]
+    twins = [
+        {"id": f"w{i}", "category": "control", "prompt": f"t{30 + i} t3", "pair": f"f{i}"}
+        for i in range(3)
+    ]
+    for name, part in (("p.jsonl", rows), ("w.jsonl", twins)):
+        (tmp_path / name).write_text("".join(json.dumps({**r, "source": "t"}) + "\n" for r in part))
+    data = f"{tmp_path / 'p.jsonl'},{tmp_path / 'w.jsonl'}"
+    with pytest.raises(ValueError, match="pairs_per_step=2: use 0 to prompts_per_step / 2"):
+        tiny_config(tmp_path, data=data, pairs_per_step=2)
+    kw = dict(data=data, pairs_per_step=1)
+    full = tiny_policy()
+    d_full = train.run(tiny_config(tmp_path / "a", **kw), policy=full, reward_fn=low_tokens)
+    db = sqlite3.connect(d_full / "rollouts.sqlite")
+    ids = db.execute("select step, prompt_id from rollouts order by rowid").fetchall()
+    per_step = {}
+    for step, pid in ids:
+        if pid not in per_step.setdefault(step, []):
+            per_step[step].append(pid)
+    assert all(p[0][0] == "f" and p[1] == "w" + p[0][1:] for p in per_step.values()), per_step
+    half = train.run(
+        tiny_config(tmp_path / "b", steps=2, **kw), policy=tiny_policy(), reward_fn=low_tokens
+    )
+    resumed = tiny_policy()
+    train.run(
+        tiny_config(tmp_path / "b", **kw), resume=True, run_dir=half, policy=resumed,
+        reward_fn=low_tokens,
+    )  # fmt: skip
+    w_full, w_res = weights(full), weights(resumed)
+    assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
+    assert metric_rows(d_full) == metric_rows(half)
