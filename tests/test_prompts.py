@@ -386,3 +386,14 @@ def test_paired_stream_keeps_each_pair_in_one_batch_and_resumes(tmp_path):
         prompt_stream(load_prompts(main), seed=0, pairs_per_step=1)
     plain = prompt_stream(records, seed=0)  # pairs off: one stream over all 11 records
     assert sorted(r["id"] for r in plain.next_batch(11)) == sorted(r["id"] for r in records)
+
+
+def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held_out):
+    records = load_prompts(f"{TRAIN},{os.path.join(DATA, 'twins.jsonl')}")
+    pairs, _ = pairs_and_singles(records)
+    false = sorted(r["id"] for r in train if r["category"] == "false_premise")
+    assert sorted(a["id"] for a, _ in pairs) == false, "one twin for every false-premise prompt"
+    assert all(a["category"] == "false_premise" and b["category"] == "control" for a, b in pairs)
+    external = load_prompts(os.path.join(DATA, "eval_external.jsonl"))
+    evals = {norm(r["prompt"]) for r in held_out + external}
+    assert not [b["id"] for _, b in pairs if norm(b["prompt"]) in evals], "a twin is an eval prompt"
