@@ -104,7 +104,8 @@ RM = (
 ROUTED = (
     "uv run python train.py --reward asks_question,happy --data data/happy_prompts.jsonl "
     "--eval-data data/happy_eval.jsonl --task-reward asks_question --hack-detectors happy_spam "
-    "--lora-rank 8 --forget-rank 8 --routing routed --routing-eval-every 10"
+    "--lora-rank 8 --forget-rank 8 --routing routed --routing-eval-every 10 "
+    "--retain-baseline unflagged --retain-rollout-every 2"
 )
 MAIN_RUN = {"runs/<name>": "runs/main"}
 
