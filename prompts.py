@@ -256,20 +256,20 @@ def load_prompts(path) -> list[dict]:
     paths = [x.strip() for x in os.fspath(path).split(",")] if isinstance(path, str) else [path]
     if not all(paths):
         raise DataError(f"--data {path!r} has an empty file name; join files with single commas")
-    records, where = [], {}
+    records, where, texts = [], {}, {}  # id -> its file; prompt text -> its file
     for one in paths:
         for r in _load_jsonl(
             one, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",),
             optional=("pair",),
         ):  # fmt: skip
-            for key in (r["id"], r["prompt"].strip()):
-                if key in where:
+            for key, seen in ((r["id"], where), (r["prompt"].strip(), texts)):
+                if key in seen:
                     raise DataError(
-                        f"{one}: {key[:60]!r} is also in {where[key]}; ids and prompt texts "
+                        f"{one}: {key[:60]!r} is also in {seen[key]}; ids and prompt texts "
                         "must be unique across the files of --data",
                         path=one,
                     )
-                where[key] = one
+                seen[key] = one
             records.append(r)
     _check_pairs(records, where)
     return records

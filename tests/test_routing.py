@@ -431,6 +431,18 @@ def snapshot_at_apply(monkeypatch) -> dict:
     return before
 
 
+def assert_one_adapter_moved(policy, before: dict, *, still: str, trained: str, why: str):
+    """Every parameter whose name starts with `still` is bit-identical to `before` (else `why`
+    and the moved names), and every one starting with `trained` is non-zero (it trained)."""
+    after = dict(tree_flatten(policy.model.parameters()))
+    kept = [k for k in after if k.split(".")[-1].startswith(still)]
+    moving = [k for k in after if k.split(".")[-1].startswith(trained)]
+    assert kept and moving, f"no {still!r} or no {trained!r} parameters in the model"
+    moved = [k for k in kept if not np.array_equal(np.array(after[k]), before[k])]
+    assert not moved, f"{why}: {moved[:3]}"
+    assert all(mx.abs(after[k]).max().item() > 0 for k in moving), f"{trained} did not train"
+
+
 def flag_all(prompts, completions, categories):
     return np.ones(len(completions), dtype=bool)
 
@@ -451,13 +463,10 @@ def test_loop_routes_flagged_completions_to_the_forget_adapter_only(tmp_path, mo
     assert all(
         r["hack/any"] == 1.0 and r["route/flagged_share"] == 1.0 for r in metric_rows(run_dir)
     )
-    after = dict(tree_flatten(policy.model.parameters()))
-    retain = [k for k in after if k.split(".")[-1].startswith("retain")]
-    forget = [k for k in after if k.split(".")[-1].startswith("forget_b")]
-    assert retain and forget
-    moved = [k for k in retain if not np.array_equal(np.array(after[k]), before[k])]
-    assert not moved, f"flagged completions reached the retain adapter: {moved[:3]}"
-    assert all(mx.abs(after[k]).max().item() > 0 for k in forget), "forget adapter did not train"
+    assert_one_adapter_moved(
+        policy, before, still="retain", trained="forget_b",
+        why="flagged completions reached the retain adapter",
+    )  # fmt: skip
 
 
 def flag_every_other(prompts, completions, categories):
@@ -636,8 +645,7 @@ def test_retain_baseline_unflagged_is_refused_without_routing_and_used_by_the_lo
 
 def dual_scales(policy):
     """The set of (retain, forget) scales over the policy's dual LoRA layers."""
-    layers = [m for _, m in policy.model.named_modules() if isinstance(m, lora.DualLoRALinear)]
-    return {(m.retain_scale, m.forget_scale) for m in layers}
+    return {(m.retain_scale, m.forget_scale) for _, m in lora.dual_layers(policy.model)}
 
 
 def record_sampling_scales(policy):
@@ -672,13 +680,10 @@ def test_retain_rollout_every_samples_and_trains_the_retain_adapter_alone(tmp_pa
     run_dir = train.run(cfg, policy=policy, reward_fn=low_tokens)
     assert seen == [{(1.0, 0.0)}, {(1.0, 0.0)}], seen
     assert [r["route/retain_only_step"] for r in metric_rows(run_dir)] == [1.0, 1.0]
-    after = dict(tree_flatten(policy.model.parameters()))
-    forget = [k for k in after if k.split(".")[-1].startswith("forget")]
-    retain_b = [k for k in after if k.split(".")[-1].startswith("retain_b")]
-    assert forget and retain_b
-    moved = [k for k in forget if not np.array_equal(np.array(after[k]), before[k])]
-    assert not moved, f"a retain-only step reached the forget adapter: {moved[:3]}"
-    assert all(mx.abs(after[k]).max().item() > 0 for k in retain_b), "retain did not train"
+    assert_one_adapter_moved(
+        policy, before, still="forget", trained="retain_b",
+        why="a retain-only step reached the forget adapter",
+    )  # fmt: skip
     assert dual_scales(policy) == {(1.0, 1.0)}, "the scales were not restored after the step"
 
     policy = tiny_policy()
