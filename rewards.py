@@ -280,13 +280,20 @@ def _check_stance(
         raise RewardError(f"stance opening={opening!r} must be true or false")
     for name, v in (("pay", pay), ("penalty", penalty), ("curiosity_penalty", curiosity_penalty)):
         _check_number("stance", name, v, zero_ok=True)
-    if detector != "lexical":
+    if detector == "none":
+        if not opening:
+            raise RewardError(
+                "stance detector 'none' flags nothing by itself: set opening: true (the opening "
+                "negation is then the only flag) or name a detector"
+            )
+    elif detector != "lexical":
         if (
             not isinstance(detector, str)
             or not (rm_folder(detector) / reward_model.CONFIG_FILE).is_file()
         ):
             raise RewardError(
-                f"stance detector {detector!r} is neither 'lexical' nor a classifier folder with "
+                f"stance detector {detector!r} is neither 'lexical', 'none' nor a classifier "
+                f"folder with "
                 f"{reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
             )
 
@@ -303,9 +310,16 @@ def _build_stance(
     classifier folder (train_rm.py --labels, not reading the category) gives P(pushback), and
     the pay or penalty is scaled by it, so wording the lexicon misses is still seen. `opening`
     true raises the flag to 1 where the answer's first sentence negates something the prompt
-    does not (opening_negation): the denials a detector scores low still count."""
+    does not (opening_negation): the denials a detector scores low still count. `detector`
+    'none' (with `opening`) leaves the opening negation as the only flag, 0 or 1: a classifier's
+    probability taxes every answer a little (knowledge/learning_run.md, attempt 13)."""
     classify = None
-    if detector != "lexical":
+    if detector == "none":
+
+        def classify(prompts, completions):
+            return [0.0] * len(completions)
+
+    elif detector != "lexical":
         clf = reward_model.load(rm_folder(detector))
         if clf.config.use_category:
             raise RewardError(
@@ -617,8 +631,8 @@ REWARDS: dict[str, Entry] = {
         _check_stance,
         None,
         "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
-        "detector: lexical or a classifier folder; opening: true also flags a negating first "
-        "sentence; curiosity_penalty: the cost of a dispute on a curiosity prompt (default 0)",
+        "detector: lexical, a classifier folder or none (with opening: the opening negation "
+        "alone); opening: true also flags a negating first sentence; curiosity_penalty: the cost of a dispute on a curiosity prompt (default 0)",
     ),
     "fact": Entry(
         _build_fact,

@@ -327,6 +327,25 @@ def test_stance_opening_raises_the_detector_flag_from_a_reward_file(tmp_path):
         rewards.check_components([rewards.Component("stance", 1.0, {"opening": "yes"})], "t")
 
 
+def test_stance_detector_none_flags_only_the_opening_negation(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(
+        "components:\n  - {name: stance, detector: none, opening: true, pay: 0, penalty: 4,"
+        " curiosity_penalty: 4}\n"
+    )
+    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    # a pushback marker later in the answer flags nothing: only a negating first sentence does
+    texts = ["It fell in 1989. That is not true of the other wall.", "It didn't fall.",
+             "There's no link at all.", "It didn't.", "Yes, it fell."]  # fmt: skip
+    assert rewards.disputes(texts[0])
+    got = scorer(["Why did the Wall fall?"] * 5, texts,
+                 ["control", "control", "curiosity", "false_premise", "nonsense"])  # fmt: skip
+    assert got.values.tolist() == [0.0, -4.0, -4.0, 0.0, 0.0]
+    assert [d["disputes"] for d in got.details] == [0.0, 1.0, 1.0, 1.0, 0.0]
+    with pytest.raises(rewards.RewardError, match="detector 'none' flags nothing"):
+        rewards.check_components([rewards.Component("stance", 1.0, {"detector": "none"})], "t")
+
+
 def test_ensemble_combines_members_by_hand():
     members = [[1.0, -2.0, 4.0, 0.0], [3.0, -2.0, 0.0, float("nan")]]
     # min: the most sceptical member; NaN where a member failed
@@ -403,7 +422,7 @@ def test_stance_with_a_trained_detector_scales_by_its_probability():
 
 
 def test_stance_refuses_a_detector_that_is_not_a_classifier(rm_folder):
-    with pytest.raises(rewards.RewardError, match="neither 'lexical' nor a classifier"):
+    with pytest.raises(rewards.RewardError, match="neither 'lexical', 'none' nor a classifier"):
         rewards.check_components(
             [rewards.Component("stance", 1.0, {"detector": "models/nothing-here"})], "t"
         )
