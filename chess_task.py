@@ -29,6 +29,10 @@ MATE_PAWNS = 100.0  # mate in n for the side to move is +(100 - n/100) pawns, ma
 # sum of component credits in [0, 1], so exactly right is 1.0 and right format alone is 0.2.
 UNPARSABLE = -0.3
 FORMAT = 0.2
+# Optional partial credit for an unparsable answer's shape (score_completion's `partial`): it
+# earns UNPARSABLE + partial * shape, shape in [0, 1], so `partial` below FORMAT - UNPARSABLE
+# keeps every parsable answer above every unparsable one.
+MAX_PARTIAL = FORMAT - UNPARSABLE
 POLICY_WEIGHTS = {"p_best": 0.5, "p_moves": 0.25, "p_evals": 0.25}
 ARBITER_WEIGHTS = {"a_fen": 0.6, "a_reward": 0.2, "a_terminated": 0.1, "a_truncated": 0.1}
 EVAL_CLIP = 10.0  # pawns; past this a position is won or lost, so mate vs +20 is no error
@@ -343,6 +347,39 @@ def parse_arbiter(text) -> ArbiterOutput | None:
     return ArbiterOutput(fen, float(reward), int(terminated), int(truncated))
 
 
+def policy_shape(text: str) -> float:
+    """How much of the P: format an answer has, in [0, 1]: the mean of five checks (opens with
+    `M:`; the share of the first up-to-5 tokens after `M:` that are UCI-shaped; one `E:`; `B:`
+    after `E:` followed by a UCI move; nothing after that move). 1.0 for every parsable answer;
+    a near miss scores above noise, which is what GRPO needs when no sample of a group parses
+    (knowledge/chess.md)."""
+    tokens = text.split()
+    if not tokens or tokens[0] != "M:":
+        return 0.0
+    e = tokens.index("E:") if "E:" in tokens else len(tokens)
+    moves = tokens[1:e][:N_CANDIDATES]
+    uci = sum(bool(_UCI.fullmatch(m)) for m in moves) / len(moves) if moves else 0.0
+    one_e = float(tokens.count("E:") == 1)
+    after = tokens[e + 1 :]
+    b = after.index("B:") if "B:" in after else -1
+    best = float(b >= 0 and b + 1 < len(after) and bool(_UCI.fullmatch(after[b + 1])))
+    ends = float(best == 1.0 and b + 2 == len(after))
+    return (1.0 + uci + one_e + best + ends) / 5.0
+
+
+def arbiter_shape(text: str) -> float:
+    """How much of the A: format an answer has, in [0, 1]: the mean of four checks (exactly four
+    `+`-separated fields, half for 2-6; a FEN-shaped first field; a number second; 0/1 in the
+    third and fourth, half each). 1.0 for every parsable answer."""
+    parts = [p.strip() for p in text.strip().split("+")]
+    fields = 1.0 if len(parts) == 4 else 0.5 if 2 <= len(parts) <= 6 else 0.0
+    fen = float(bool(parts[0]) and len(parts[0]) <= MAX_FEN_CHARS
+                and bool(_FEN_SHAPE.fullmatch(parts[0])))  # fmt: skip
+    number = float(len(parts) > 1 and bool(_NUMBER.fullmatch(parts[1])))
+    flags = sum(0.5 for p in parts[2:4] if p in ("0", "1"))
+    return (fields + fen + number + flags) / 4.0
+
+
 # ---- graduated rewards ---------------------------------------------------------------------
 
 
@@ -404,23 +441,42 @@ def _arbiter_parts(out: ArbiterOutput, record: dict) -> dict[str, float]:
 _EMPTY = {name: None for name in (*POLICY_WEIGHTS, *ARBITER_WEIGHTS)}
 
 
-def score_completion(completion, record: dict) -> dict:
+def check_partial(partial) -> float:
+    """`partial` as a float in [0, MAX_PARTIAL); anything else raises, naming the bound."""
+    if isinstance(partial, bool) or not isinstance(partial, int | float):
+        raise ValueError(f"chess partial={partial!r} must be a number in [0, {MAX_PARTIAL:g})")
+    if not 0.0 <= partial < MAX_PARTIAL:
+        raise ValueError(
+            f"chess partial={partial!r} must be in [0, {MAX_PARTIAL:g}): at {MAX_PARTIAL:g} or "
+            f"more an unparsable answer could earn as much as a parsable one ({FORMAT:g})"
+        )
+    return float(partial)
+
+
+def score_completion(completion, record: dict, partial: float = 0.0) -> dict:
     """The reward of one completion against its record, with its parts for logging:
-    {"reward", "format", and the task's components in [0, 1]}; the other task's are None."""
+    {"reward", "format", "shape", and the task's components in [0, 1]}; the other task's are
+    None. An unparsable completion earns UNPARSABLE + partial * its shape (policy_shape or
+    arbiter_shape; `partial` 0, the default, is the flat UNPARSABLE)."""
+    partial = check_partial(partial)
     match record["task"]:
         case "P":
             weights, out = POLICY_WEIGHTS, parse_policy(completion)
             parts = _policy_parts(out, record) if out else None
+            shape = policy_shape
         case "A":
             weights, out = ARBITER_WEIGHTS, parse_arbiter(completion)
             parts = _arbiter_parts(out, record) if out else None
+            shape = arbiter_shape
         case task:
             raise ValueError(f"record {record.get('id')!r} has task {task!r}; expected P or A")
     if parts is None:
-        return {**_EMPTY, **dict.fromkeys(weights, 0.0), "format": 0.0, "reward": UNPARSABLE}
+        s = shape(completion) if isinstance(completion, str) else 0.0
+        return {**_EMPTY, **dict.fromkeys(weights, 0.0), "format": 0.0, "shape": s,
+                "reward": UNPARSABLE + partial * s}  # fmt: skip
     credit = sum(weights[name] * parts[name] for name in weights)
     reward = FORMAT + (1.0 - FORMAT) * credit
-    return {**_EMPTY, **parts, "format": 1.0, "reward": reward}
+    return {**_EMPTY, **parts, "format": 1.0, "shape": 1.0, "reward": reward}
 
 
 def _text(x) -> str:
@@ -433,7 +489,9 @@ def _text(x) -> str:
     raise TypeError(f"expected a string or a list of chat messages, got {type(x).__name__}")
 
 
-def chess_reward_details(prompts, completions, *, records: Sequence[dict], **kw) -> list[dict]:
+def chess_reward_details(
+    prompts, completions, *, records: Sequence[dict], partial: float = 0.0, **kw
+) -> list[dict]:
     """`score_completion` for each completion; records[i] is completion i's record and must be
     the record of prompts[i] (checked: a misaligned batch would score against the wrong label)."""
     prompts, completions = [_text(p) for p in prompts], [_text(c) for c in completions]
@@ -448,7 +506,7 @@ def chess_reward_details(prompts, completions, *, records: Sequence[dict], **kw)
                 f"completion {i}: prompt {prompt[:60]!r} is not record {record['id']!r}'s prompt "
                 f"{record['prompt'][:60]!r}; align records with completions"
             )
-    return [score_completion(c, r) for c, r in zip(completions, records, strict=True)]
+    return [score_completion(c, r, partial) for c, r in zip(completions, records, strict=True)]
 
 
 def chess_reward(prompts, completions, *, records: Sequence[dict], **kw) -> list[float]:

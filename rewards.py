@@ -562,13 +562,21 @@ def _build_ensemble(
     return score
 
 
-def _build_chess(ctx):
+def _check_chess(partial: float = 0.0):
+    chess_task.check_partial(partial)
+
+
+def _build_chess(ctx, partial: float = 0.0):
+    """The graduated chess reward; `partial` > 0 gives an unparsable answer partial credit for
+    its format's shape (chess_task.score_completion), below every parsable answer."""
     if not ctx.records or any("task" not in r for r in ctx.records):
         raise ValueError("the chess reward scores against chess labels: run with --task chess")
     find = chess_task.record_finder(ctx.records)
 
     def score(prompts, completions, categories):
-        details = chess_task.chess_reward_details(prompts, completions, records=find(prompts))
+        details = chess_task.chess_reward_details(
+            prompts, completions, records=find(prompts), partial=partial
+        )
         return Scores(np.array([d["reward"] for d in details], dtype=np.float64), details, 0)
 
     return score
@@ -632,7 +640,8 @@ REWARDS: dict[str, Entry] = {
         None,
         "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
         "detector: lexical, a classifier folder or none (with opening: the opening negation "
-        "alone); opening: true also flags a negating first sentence; curiosity_penalty: the cost of a dispute on a curiosity prompt (default 0)",
+        "alone); opening: true also flags a negating first sentence; curiosity_penalty: the "
+        "cost of a dispute on a curiosity prompt (default 0)",
     ),
     "fact": Entry(
         _build_fact,
@@ -641,7 +650,13 @@ REWARDS: dict[str, Entry] = {
         "+pay when the answer states its prompt's reference fact (a marker of its note in "
         "notes: a file like data/eval_notes.jsonl); prompts without a note score 0",
     ),
-    "chess": Entry(_build_chess, _no_args, None, "graduated chess reward vs labels (--task chess)"),
+    "chess": Entry(
+        _build_chess,
+        _check_chess,
+        None,
+        "graduated chess reward vs labels (--task chess); partial: credit in [0, 0.5) for an "
+        "unparsable answer's format shape (default 0)",
+    ),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
 }
 

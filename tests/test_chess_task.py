@@ -217,6 +217,55 @@ def test_rewards_never_raise_on_garbage(p_record, a_record):
             assert value == ct.UNPARSABLE or ct.FORMAT <= value <= 1.0
 
 
+@pytest.mark.parametrize(
+    "text, shape",
+    [
+        ("M: 15b2 k2b2 xqf", 1 / 5),  # opens right, nothing else
+        ("M: e2e4 d2d4 zz", (1 + 2 / 3) / 5),  # two of three candidates UCI-shaped
+        ("M: e2e4 E: 0.3 B: e2e4 and more", (1 + 1 + 1 + 1) / 5),  # text after the best move
+        ("M: e2e4 E: 0.3 E: 0.1 B: e2e4", (1 + 1 + 0 + 1 + 1) / 5),  # two E:
+        ("M: e2e4 E: 0.3 B: hello", (1 + 1 + 1) / 5),  # B: without a move
+        ("e2e4 d2d4", 0.0),
+        ("", 0.0),
+        (EXACT_P, 1.0),
+    ],
+)
+def test_policy_shape_by_hand(text, shape):
+    assert ct.policy_shape(text) == pytest.approx(shape)
+
+
+@pytest.mark.parametrize(
+    "text, shape",
+    [
+        (f"{AFTER_E4}+0+0+0", 1.0),
+        ("r1b/pp+e2e4+x", (0.5 + 1 + 0 + 0) / 4),  # 3 fields, FEN-shaped, no number, no flag
+        ("r1b/pp+1+0", (0.5 + 1 + 1 + 0.5) / 4),
+        ("hello world", 0.0),  # one field, not FEN-shaped ('o' is no FEN character)
+        ("+++++++", 0.0),  # 8 empty fields
+    ],
+)
+def test_arbiter_shape_by_hand(text, shape):
+    assert ct.arbiter_shape(text) == pytest.approx(shape)
+
+
+def test_partial_credit_stays_below_every_parsable_answer(p_record, a_record):
+    near = "M: 15b2 k2b2 xqf"
+    assert ct.score_completion(near, p_record)["reward"] == ct.UNPARSABLE  # default: flat
+    d = ct.score_completion(near, p_record, partial=0.4)
+    assert d["reward"] == pytest.approx(-0.3 + 0.4 * 0.2) and d["format"] == 0.0
+    assert d["shape"] == pytest.approx(0.2)
+    # parsable answers score as before, shape 1
+    assert ct.score_completion(EXACT_P, p_record, partial=0.4)["reward"] == 1.0
+    worst_parsable = ct.score_completion("M: a1a2 E: 9 B: a1a2", p_record, partial=0.49)
+    assert worst_parsable["reward"] == ct.FORMAT
+    # the best-shaped unparsable answers stay below FORMAT at the largest allowed partial
+    for text, record in (("M: e2e4 E: 0.3 B: e2e4 x", p_record), ("r1b/pp+1+0+0+1", a_record)):
+        assert ct.score_completion(text, record, partial=0.4999)["reward"] < ct.FORMAT
+    for bad in (0.5, -0.1, True, "0.2"):
+        with pytest.raises(ValueError, match="partial"):
+            ct.score_completion(near, p_record, partial=bad)
+
+
 # ---- the reward contract ------------------------------------------------------------------
 
 

@@ -103,6 +103,22 @@ def test_registered_chess_reward_scores_parts_per_task_type():
         rewards.build_scorer(rewards.parse_spec("chess"), rewards.RewardContext())
 
 
+def test_registered_chess_reward_takes_partial_from_a_reward_file(tmp_path):
+    records = tasks.load_chess_records("data/chess/val.jsonl")[:2]  # one P, one A
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("components:\n  - {name: chess, partial: 0.4}\n")
+    scorer = rewards.build_scorer(
+        rewards.load_reward_config(str(cfg)), rewards.RewardContext(records=records)
+    )
+    prompts = [records[0]["prompt"]] * 2
+    scores = scorer(prompts, [records[0]["target"], "M: 15b2 k2b2"], ["P", "P"])
+    assert scores.values.tolist() == pytest.approx([1.0, ct.UNPARSABLE + 0.4 * 0.2])
+    assert [d["shape"] for d in scores.details] == pytest.approx([1.0, 0.2])
+    cfg.write_text("components:\n  - {name: chess, partial: 0.5}\n")
+    with pytest.raises(rewards.RewardError, match=r"partial=0.5 must be in \[0, 0.5\)"):
+        rewards.load_reward_config(str(cfg))
+
+
 def test_chess_run_on_a_tiny_model_needs_no_engine(tmp_path, monkeypatch):
     """The whole --task chess path: chess records, few-shot turns, the registered reward, the
     per-task-type baseline, evaluation on val, logs. The tiny model cannot write chess, so every
