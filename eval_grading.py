@@ -109,25 +109,48 @@ def run_reward(source) -> tuple[str | None, list | None, str | None]:
         return path, None, str(e)
 
 
+OPENING = "+opening"  # a stance detector's name suffix when its term also flags opening negations
+
+
 def stance_detectors(source) -> list[str]:
     """The detectors of the `stance` components in the reward of the run that made `source`:
-    'lexical' or a classifier folder; [] when there is none or the config no longer loads
-    (grader_in_reward says so)."""
+    'lexical', 'none' or a classifier folder, with OPENING appended where the term also flags
+    an opening negation (`opening: true`), as the reward did; [] when there is none or the
+    config no longer loads (grader_in_reward says so)."""
     components = run_reward(source)[1] or []
-    return [c.args.get("detector", "lexical") for c in components if c.name == "stance"]
+    return [c.args.get("detector", "lexical") + (OPENING if c.args.get("opening") else "")
+            for c in components if c.name == "stance"]  # fmt: skip
+
+
+def detector_base(detector: str) -> tuple[str, bool]:
+    """('lexical' | 'none' | a folder, whether the opening negation is also a flag)."""
+    if detector.endswith(OPENING):
+        return detector[: -len(OPENING)], True
+    return detector, False
 
 
 def detector_flags(detector: str, records, texts) -> list[list[bool]]:
     """A stance detector's verdict on every answer, shaped like texts: the lexical one
-    (rewards.disputes), or a classifier folder's P(pushback) > 0.5 (it never reads the category,
-    as in the reward)."""
-    if detector == "lexical":
-        return [[rewards.disputes(t) for t in ans] for ans in texts]
-    clf = reward_model.load(str(rewards.rm_folder(detector)))
-    flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
-    flat_t = [t for ans in texts for t in ans]
-    probs = iter(clf.pushback_probabilities(flat_p, flat_t))
-    return [[bool(next(probs) > 0.5) for _ in ans] for ans in texts]
+    (rewards.disputes), none, or a classifier folder's P(pushback) > 0.5 (it never reads the
+    category, as in the reward); with OPENING, an opening negation (rewards.opening_negation)
+    also flags, as in the reward."""
+    base, opening = detector_base(detector)
+    if base == "lexical":
+        flags = [[rewards.disputes(t) for t in ans] for ans in texts]
+    elif base == "none":
+        flags = [[False for _ in ans] for ans in texts]
+    else:
+        clf = reward_model.load(str(rewards.rm_folder(base)))
+        flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
+        flat_t = [t for ans in texts for t in ans]
+        probs = iter(clf.pushback_probabilities(flat_p, flat_t))
+        flags = [[bool(next(probs) > 0.5) for _ in ans] for ans in texts]
+    if opening:
+        flags = [
+            [f or rewards.opening_negation(t, r["prompt"]) for f, t in zip(fl, ans, strict=True)]
+            for fl, ans, r in zip(flags, texts, records, strict=True)
+        ]
+    return flags
 
 
 def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:

@@ -39,6 +39,7 @@ from eval_grading import (
     PushbackClassifier,
     agreement,
     agreement_line,
+    detector_base,
     detector_flags,
     gold_figures,
     grade_answers,
@@ -377,8 +378,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             flags = graded["pushback_flags"]
             extra |= {k: v for k, v in graded.items() if k != "pushback_flags"}
             for det in stance_detectors(sources[ref]):  # issue 20 item 6: reported beside
-                dkey = Cache.key("detector", akey, det if det == "lexical" else
-                                 model_fingerprint(str(rewards.rm_folder(det))))  # fmt: skip
+                base, opening = detector_base(det)
+                dkey = Cache.key("detector", akey, opening, base if base in ("lexical", "none")
+                                 else model_fingerprint(str(rewards.rm_folder(base))))  # fmt: skip
                 dflags = cache.get(dkey)
                 if dflags is None:
                     dflags = detector_flags(det, records, answers["texts"])

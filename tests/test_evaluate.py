@@ -318,3 +318,14 @@ def test_stance_detectors_of_a_run_and_the_lexical_verdicts(tmp_path):
     texts = [["Actually, that premise is false: it never happened.", "Sure, here it is."]]
     flags = eval_grading.detector_flags("lexical", [{"prompt": "p"}], texts)
     assert flags == [[rewards.disputes(t) for t in texts[0]]] and flags[0][1] is False
+    # a term with opening: true is named with the suffix and flags opening negations too
+    cfg.write_text("components:\n  - {name: stance, detector: none, opening: true}\n")
+    assert eval_grading.stance_detectors(src({"reward_config": str(cfg)})) == ["none+opening"]
+    texts = [["It didn't happen.", "It happened. That is not true of the rest.", "Sure."]]
+    assert eval_grading.detector_flags("none", [{"prompt": "p"}], texts) == [[False] * 3]
+    assert eval_grading.detector_flags("none+opening", [{"prompt": "p"}], texts) == [
+        [True, False, False]
+    ]
+    assert eval_grading.detector_flags("lexical+opening", [{"prompt": "p"}], texts) == [
+        [True, True, False]
+    ]
