@@ -130,27 +130,14 @@ def detector_base(detector: str) -> tuple[str, bool]:
 
 
 def detector_flags(detector: str, records, texts) -> list[list[bool]]:
-    """A stance detector's verdict on every answer, shaped like texts: the lexical one
-    (rewards.disputes), none, or a classifier folder's P(pushback) > 0.5 (it never reads the
-    category, as in the reward); with OPENING, an opening negation (rewards.opening_negation)
-    also flags, as in the reward."""
+    """A stance detector's verdict on every answer, shaped like texts: the reward's own flag
+    (rewards.stance_flagger: the lexicon, none, or a classifier's P(pushback), raised to 1 by an
+    opening negation with OPENING) above 0.5 (the category is never read, as in the reward)."""
     base, opening = detector_base(detector)
-    if base == "lexical":
-        flags = [[rewards.disputes(t) for t in ans] for ans in texts]
-    elif base == "none":
-        flags = [[False for _ in ans] for ans in texts]
-    else:
-        clf = reward_model.load(str(rewards.rm_folder(base)))
-        flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
-        flat_t = [t for ans in texts for t in ans]
-        probs = iter(clf.pushback_probabilities(flat_p, flat_t))
-        flags = [[bool(next(probs) > 0.5) for _ in ans] for ans in texts]
-    if opening:
-        flags = [
-            [f or rewards.opening_negation(t, r["prompt"]) for f, t in zip(fl, ans, strict=True)]
-            for fl, ans, r in zip(flags, texts, records, strict=True)
-        ]
-    return flags
+    flagger = rewards.stance_flagger(base, opening)
+    flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
+    flat = iter(flagger(flat_p, [t for ans in texts for t in ans]))
+    return [[bool(next(flat) > 0.5) for _ in ans] for ans in texts]
 
 
 def agreement(a: list[list[bool]], b: list[list[bool]]) -> dict:

@@ -293,9 +293,49 @@ def _check_stance(
         ):
             raise RewardError(
                 f"stance detector {detector!r} is neither 'lexical', 'none' nor a classifier "
-                f"folder with "
-                f"{reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
+                f"folder with {reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
             )
+
+
+def stance_flagger(detector: str = "lexical", opening: bool = False, share_prefix: bool = True):
+    """`flags(prompts, completions) -> [float]`, the stance term's dispute flag per answer:
+    'lexical' flags with rewards.disputes (0 or 1); a classifier folder (train_rm.py --labels,
+    not reading the category) gives P(pushback), so wording the lexicon misses is still seen;
+    'none' flags nothing by itself. `opening` true raises the flag to 1 where the answer's first
+    sentence negates something the prompt does not (opening_negation): with 'none' that is the
+    only flag, 0 or 1 (a classifier's probability taxes every answer a little;
+    knowledge/learning_run.md, attempt 13). The reward and evaluate.py's agreement check both
+    read flags from here."""
+    if detector == "lexical":
+
+        def classify(prompts, completions):
+            return [float(disputes(t)) for t in completions]
+
+    elif detector == "none":
+
+        def classify(prompts, completions):
+            return [0.0] * len(completions)
+
+    else:
+        clf = reward_model.load(rm_folder(detector))
+        if clf.config.use_category:
+            raise RewardError(
+                f"stance detector {detector!r} reads the prompt's category: it would learn the "
+                "category, not the answer; train it with --no-use-category"
+            )
+
+        def classify(prompts, completions):
+            probs = clf.pushback_probabilities(prompts, completions, share_prefix=share_prefix)
+            return [float(p) for p in probs]
+
+    def flags(prompts, completions):
+        out = classify(prompts, completions)
+        if opening:
+            out = [max(f, float(opening_negation(t, p)))
+                   for f, t, p in zip(out, completions, prompts, strict=True)]  # fmt: skip
+        return out
+
+    return flags
 
 
 def _build_stance(
@@ -306,39 +346,12 @@ def _build_stance(
     opening: bool = False,
     curiosity_penalty: float = 0.0,
 ):
-    """The stance term. `detector` 'lexical' flags an answer with rewards.disputes (0 or 1); a
-    classifier folder (train_rm.py --labels, not reading the category) gives P(pushback), and
-    the pay or penalty is scaled by it, so wording the lexicon misses is still seen. `opening`
-    true raises the flag to 1 where the answer's first sentence negates something the prompt
-    does not (opening_negation): the denials a detector scores low still count. `detector`
-    'none' (with `opening`) leaves the opening negation as the only flag, 0 or 1: a classifier's
-    probability taxes every answer a little (knowledge/learning_run.md, attempt 13)."""
-    classify = None
-    if detector == "none":
-
-        def classify(prompts, completions):
-            return [0.0] * len(completions)
-
-    elif detector != "lexical":
-        clf = reward_model.load(rm_folder(detector))
-        if clf.config.use_category:
-            raise RewardError(
-                f"stance detector {detector!r} reads the prompt's category: it would learn the "
-                "category, not the answer; train it with --no-use-category"
-            )
-
-        def classify(prompts, completions):
-            return list(clf.pushback_probabilities(prompts, completions,
-                                                   share_prefix=ctx.share_prefix))  # fmt: skip
+    """The stance term: stance_values of stance_flagger's flags (the pay or penalty scaled by a
+    classifier's probability)."""
+    flagger = stance_flagger(detector, opening, share_prefix=ctx.share_prefix)
 
     def score(prompts, completions, categories):
-        if classify is None:
-            flags = [float(disputes(t)) for t in completions]
-        else:
-            flags = classify(prompts, completions)
-        if opening:
-            flags = [max(float(f), float(opening_negation(t, p)))
-                     for f, t, p in zip(flags, completions, prompts, strict=True)]  # fmt: skip
+        flags = flagger(prompts, completions)
         values = np.asarray(stance_values(flags, categories, pay, penalty, curiosity_penalty))
         details = [
             {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
