@@ -67,15 +67,17 @@ def spans(n: int, size: int) -> list[tuple[int, int]]:
 # silu(g) * u
 
 
+# poly_exp computes in float32: the results are cast back so that half-precision inputs get
+# outputs and cotangents of their own dtype (autodiff checks it).
 @mx.compile
 def _silu_mul_fwd(g, u):
-    return g * u / (1.0 + poly_exp(-g))
+    return (g * u / (1.0 + poly_exp(-g))).astype(g.dtype)
 
 
 @mx.compile
 def _silu_mul_bwd(g, u, cot):
     s = 1.0 / (1.0 + poly_exp(-g))
-    return cot * u * s * (1.0 + g * (1.0 - s)), cot * g * s
+    return (cot * u * s * (1.0 + g * (1.0 - s))).astype(g.dtype), (cot * g * s).astype(u.dtype)
 
 
 @mx.custom_function

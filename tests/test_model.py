@@ -184,6 +184,20 @@ def test_cache_overflow_is_loud():
         m(mx.array([[1, 2, 3, 4, 5]]), cache)
 
 
+def test_cpu_silu_keeps_half_precision_dtypes_under_autodiff():
+    """poly_exp computes in float32; float16 inputs must get float16 outputs and cotangents (a
+    float32 cotangent made value_and_grad raise 'Type of cotangents does not match')."""
+    rng = np.random.default_rng(4)
+    g = mx.array(rng.normal(0, 3, (4, 16)).astype(np.float16))
+    u = mx.array(rng.normal(0, 1, (4, 16)).astype(np.float16))
+    out = silu_mul_cpu(g, u)
+    assert out.dtype == mx.float16
+    assert mx.allclose(out, nn.silu(g) * u, rtol=1e-2, atol=1e-2)
+    grads = mx.grad(lambda a, b: (silu_mul_cpu(a, b) ** 2).sum().astype(mx.float32),
+                    argnums=(0, 1))(g, u)  # fmt: skip
+    assert [x.dtype for x in grads] == [mx.float16, mx.float16]
+
+
 def test_cpu_ops_match_plain_twins_forward_and_gradient():
     rng = np.random.default_rng(3)
     g = mx.array(rng.normal(0, 6, (5, 33)).astype(np.float32))

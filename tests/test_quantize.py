@@ -4,6 +4,7 @@ accuracy measures, and the CLI's reports and errors. No downloads."""
 
 import json
 import math
+import os
 
 import backend  # noqa: F401
 
@@ -29,6 +30,19 @@ from load_weights import LoadError, load
 # not divide 64, so the rule leaves it in float at group 64 and quantizes it at group 32).
 WIDE = dict(QWEN3, hidden_size=64, intermediate_size=96, num_attention_heads=8)
 TOKENS = mx.array([[3, 1, 4, 1, 5, 9, 2, 6]])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def float32_weights():
+    """The checks compare in-memory float32 models with loaded folders, to float32 tolerances:
+    load at float32 on every backend (Metal and CUDA default to float16)."""
+    before = os.environ.get("GWEN_DTYPE")
+    os.environ["GWEN_DTYPE"] = "float32"
+    yield
+    if before is None:
+        del os.environ["GWEN_DTYPE"]
+    else:
+        os.environ["GWEN_DTYPE"] = before
 
 
 @pytest.fixture(scope="module")
