@@ -50,8 +50,10 @@ def save(
     trainer_state: dict,
     config: dict,
     lora_cfg: dict | None = None,
+    extra=None,
 ) -> Path:
-    """Write checkpoint `step` atomically and point RUN_DIR/latest at it."""
+    """Write checkpoint `step` atomically and point RUN_DIR/latest at it; `extra(folder)`, when
+    given, writes more state into the checkpoint's folder before it is renamed into place."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -63,6 +65,8 @@ def save(
         state = dict(trainer_state, step=step)
         (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
         (tmp / "train_config.json").write_text(json.dumps(config, indent=1))
+        if extra is not None:
+            extra(tmp)
     atomic_write(Path(run_dir) / "latest", final.name + "\n", fsync=True)
     return final
 

@@ -125,6 +125,19 @@ class TrainConfig:
     enable_thinking: bool = _f(False, "let a Qwen3 policy think (<think> blocks); off by default")
     length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
     length_target: int = _f(rewards.LENGTH_TARGET, "words allowed before the length penalty")
+    # Reward refresh (reward_refresh.py): the rm component learns from the run's own answers.
+    reward_refresh: int = _f(
+        0,
+        "every K steps label that step's answers by rule (broken; with --refresh-stance, "
+        "denials by the prompt's category) and update the reward model on pairs of them "
+        "(0 = off)",
+    )
+    refresh_pairs: int = _f(64, "refresh: pairs drawn from the step's answers")
+    refresh_steps: int = _f(4, "refresh: optimizer steps per refresh")
+    refresh_batch: int = _f(8, "refresh: new pairs per optimizer step (and as many replayed)")
+    refresh_lr: float = _f(1e-5, "refresh: the reward model's learning rate")
+    refresh_stance: bool = _f(False, "refresh: also order answers by denial and category")
+    refresh_replay: bool = _f(True, "refresh: mix in the reward model's own training pairs")
     eval_every: int = _f(0, "evaluate on --eval-data every N steps (0 = off)")
     eval_limit: int = _f(32, "eval prompts per evaluation")
     save_every: int = _f(10, "checkpoint every N steps (and at the end, and on Ctrl-C)")
@@ -208,6 +221,25 @@ class TrainConfig:
         need(self.lora_layers >= 0, f"lora_layers={self.lora_layers}: use >= 0 (0 = all blocks)")
         self.loss_config()  # validates loss_type, clipping and KL settings
         self._check_routing()
+        self._check_refresh(components)
+
+    def _check_refresh(self, components) -> None:
+        if self.reward_refresh < 0:
+            raise ValueError(f"reward_refresh={self.reward_refresh}: use >= 0 (0 = off)")
+        if not self.reward_refresh:
+            return
+        names = [c.name for c in components]
+        if names.count("rm") != 1 or "ensemble" in names:
+            raise ValueError(
+                f"reward_refresh={self.reward_refresh} updates one reward model: the reward "
+                f"must hold exactly one rm:PATH component and no ensemble, got {names}"
+            )
+        sizes = (self.refresh_pairs, self.refresh_steps, self.refresh_batch)
+        if min(sizes) < 1 or not self.refresh_lr > 0:
+            raise ValueError(
+                f"refresh_pairs, refresh_steps, refresh_batch (got {sizes}) must be >= 1 and "
+                f"refresh_lr (got {self.refresh_lr}) > 0"
+            )
 
     def _check_routing(self) -> None:
         if self.routing not in ("off", "routed", "baseline"):

@@ -14,6 +14,7 @@ check between data sets. This module does not make or split data (`data/make_dat
 `data/make_rm_data.py`, knowledge/data.md); it imports no model code.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -119,6 +120,15 @@ class DataError(UserError, ValueError):
         super().__init__(message)
         self.path = path
         self.line = line
+
+
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes (a data file's identity in a model's or run's record)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def data_error(path, errors: list[tuple[int, str]]) -> DataError:

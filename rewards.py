@@ -24,7 +24,7 @@ import math
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +235,8 @@ class RewardContext:
     judge_batch_size: int = 24
     records: list[dict] | None = None  # the task's labelled records (a ground-truth reward's)
     share_prefix: bool = True  # a reward model reads each group's prompt once
+    refresh: bool = False  # --reward-refresh: reward models stay unmerged (trainable LoRA)
+    reward_models: list = field(default_factory=list)  # every rm component built, in order
 
 
 @dataclass(frozen=True)
@@ -472,7 +474,8 @@ def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = EC
 
 
 def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
-    rm = reward_model.load(rm_folder(path))
+    rm = reward_model.load(rm_folder(path), merge=not ctx.refresh)
+    ctx.reward_models.append(rm)
     if ctx.tokenizer is not None:
         policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
         if policy_sha != rm.config.tokenizer_sha256:

@@ -28,6 +28,8 @@ from config import TrainConfig
 from gwen import Gwen
 from prompts import PairedStream, PromptStream
 from reference import Reference
+from reward_refresh import FOLDER as REFRESH_FOLDER
+from reward_refresh import Refresher
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Run:
     detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
     routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
     trunk_depth: int = 0  # > 0: sampling keeps the frozen blocks' output for the update
+    refresher: Refresher | None = None  # --reward-refresh: updates the reward model in the run
 
 
 def save_run(run: Run, step: int) -> Path | None:
@@ -76,7 +79,15 @@ def save_run(run: Run, step: int) -> Path | None:
         trainer_state=state,
         config=dataclasses.asdict(run.cfg),
         lora_cfg=run.cfg.lora_config(),
+        extra=refresh_writer(run),
     )
+
+
+def refresh_writer(run: Run):
+    """What save_run adds to a checkpoint for --reward-refresh: the refreshed reward model."""
+    if run.refresher is None:
+        return None
+    return lambda folder: run.refresher.save(folder / REFRESH_FOLDER)
 
 
 def resume_run(run: Run) -> int:
@@ -86,6 +97,8 @@ def resume_run(run: Run) -> int:
     state = checkpoint.restore(
         ckpt, model=run.policy.model, optimizer=run.optimizer, lora=bool(run.cfg.lora_rank)
     )
+    if run.refresher:
+        run.refresher.restore(ckpt / REFRESH_FOLDER)
     run.stream.load_state(state["data"])
     run.controller = grpo.AdaptiveKLController.from_state_dict(state["kl_controller"])
     run.baseline_state = state.get("baseline", {})  # checkpoints before issue 15 have none

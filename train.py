@@ -34,6 +34,7 @@ import hacks
 import lora
 import policy_update
 import quant
+import reward_refresh
 import rewards
 import routing
 import runlog
@@ -81,7 +82,12 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         dtype=dtype,
     )
     ctx = rewards.RewardContext(
-        judge, policy.tokenizer, cfg.judge_batch_size, records + eval_records, cfg.share_prefix
+        judge,
+        policy.tokenizer,
+        cfg.judge_batch_size,
+        records + eval_records,
+        cfg.share_prefix,
+        refresh=bool(cfg.reward_refresh) and reward_fn is None,
     )
     if reward_fn is not None:
         scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
@@ -90,6 +96,18 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
             cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
         )
     detectors, routing_eval = routing_parts(cfg, ctx, scorer, eval_records)
+    refresher = None
+    if ctx.refresh:  # config checked: exactly one rm component, now built unmerged
+        settings = reward_refresh.Settings(
+            every=cfg.reward_refresh,
+            pairs=cfg.refresh_pairs,
+            steps=cfg.refresh_steps,
+            batch=cfg.refresh_batch,
+            lr=cfg.refresh_lr,
+            stance=cfg.refresh_stance,
+            replay=cfg.refresh_replay,
+        )
+        refresher = reward_refresh.Refresher(settings, ctx.reward_models[0], cfg.seed)
     if cfg.lora_rank:
         _apply_adapters(model, cfg)
     model.train()
@@ -117,6 +135,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         trunk_depth=trunk_depth(model, reference, cfg.share_trunk)
         if cfg.rollout_trunk and distributed.size() == 1
         else 0,
+        refresher=refresher,
     )
 
 
@@ -235,9 +254,13 @@ def train_step(r: Run, step: int) -> dict:
         hack_rates = routing.flag_hacks(r.detectors, b)
         t0 = time.perf_counter()
         upd = policy_update.update(r, b)
+    if r.refresher and r.refresher.due(step):  # after the update: the next step scores with it
+        m_refresh = r.refresher.refresh(b.records, b.sample.texts, b.sample.finished, step)
+    else:
+        m_refresh = {}
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
-    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates
+    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates | m_refresh
     if cfg.retain_rollout_every:
         m["route/retain_only_step"] = float(retain_only)
     # This process's CPU time, all threads: unlike step_s it does not grow when jobs share cores.

@@ -22,7 +22,6 @@ model's weights. Not a GRPO trainer.
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import shutil
@@ -56,6 +55,7 @@ from prompts import (
     RM_PAIRS,
     SPLITS,
     DataError,
+    file_sha256,
     load_pairs,
     load_pushback_labels,
     select_split,
@@ -126,14 +126,6 @@ class RMTrainConfig:
             max_response_tokens=self.max_response_tokens,
             use_category=self.use_category,
         )
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def split_records(records: list[dict]) -> dict[str, list[dict]]:

@@ -3,8 +3,11 @@
 import backend  # noqa: F401
 
 # isort: split
+import json
+
 import mlx.core as mx
 import mlx.utils
+import numpy as np
 
 from model import Model, ModelArgs
 
@@ -69,10 +72,33 @@ def tiny_tokenizer(vocab_size: int, eos_id: int = 0):
 
 def save_checkpoint(model: Model, config: dict, path) -> None:
     """Write an HF-layout folder: config.json, model.safetensors, tokenizer files."""
-    import json
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps({**config, "eos_token_id": 0}))
     weights = dict(mlx.utils.tree_flatten(model.parameters()))
     mx.save_safetensors(str(path / "model.safetensors"), weights)
     tiny_tokenizer(config["vocab_size"]).save_pretrained(str(path))
+
+
+def write_pairs(path, n=24):
+    """Better answers hold t5, worse answers t6: a preference the tiny model can learn."""
+    rng = np.random.default_rng(0)
+
+    lines = []
+    for i in range(n):
+        words = [f"t{int(w)}" for w in rng.integers(20, 90, size=3)]
+        lines.append(
+            {
+                "id": f"p{i}",
+                "criterion": "scrutiny",
+                "category": "control",
+                "prompt": " ".join(words),
+                "better": f"{words[0]} t5 t5",
+                "worse": f"{words[0]} t6 t6",
+                "split": "train" if i < 16 else "val",
+                "source": "test",
+                "kind": "misconception",
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)

@@ -73,6 +73,19 @@ def metrics_lines(run, n):
     return check
 
 
+def refreshed(run):
+    """One step whose reward model was refreshed, and the checkpoint holding it."""
+
+    def check(r, repo):
+        metrics_lines(run, 1)(r, repo)
+        row = json.loads((repo / "runs" / run / "metrics.jsonl").read_text())
+        assert "refresh/pairs" in row and "refresh/loss_after" in row, sorted(row)
+        ckpt = repo / "runs" / run / "checkpoints" / "step_000001" / "reward_refresh"
+        assert (ckpt / "rm_weights.safetensors").is_file(), r.stdout[-2000:]
+
+    return check
+
+
 def math_ok(x) -> bool:
     return isinstance(x, float) and x == x
 
@@ -173,6 +186,11 @@ CASES = {
         sub={"--steps 30": "--steps 1"},
         add=f"{SMALL} --run-name stance",
         check=metrics_lines("stance", 1),
+    ),  # fmt: skip
+    "uv run python train.py --reward rm:models/rm-smollm2-135m-v2 --reward-refresh 10 --steps 30": Case(  # noqa: E501
+        sub={"--steps 30": "--steps 1", "--reward-refresh 10": "--reward-refresh 1"},
+        add=f"{SMALL} --refresh-steps 1 --refresh-batch 2 --run-name refresh",
+        check=refreshed("refresh"),
     ),  # fmt: skip
     "uv run python train.py --reward-config my_rewards.yaml": Case(
         add=f"--steps 1 {SMALL} --run-name yaml", check=metrics_lines("yaml", 1)

@@ -12,7 +12,7 @@ import backend  # noqa: F401
 import mlx.core as mx
 import numpy as np
 import pytest
-from helpers import QWEN3, save_checkpoint, tiny_model
+from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import lora
@@ -21,6 +21,7 @@ import stats
 import tblog
 import train_rm
 from load_weights import LoadError
+from prompts import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -114,29 +115,6 @@ def test_category_is_required_when_the_model_reads_it(base):
         rm.encode("t5", "t6", "gibberish")
 
 
-def write_pairs(path, n=24):
-    """Better answers hold t5, worse answers t6: a preference the tiny model can learn."""
-    rng = np.random.default_rng(0)
-    lines = []
-    for i in range(n):
-        words = [f"t{int(w)}" for w in rng.integers(20, 90, size=3)]
-        lines.append(
-            {
-                "id": f"p{i}",
-                "criterion": "scrutiny",
-                "category": "control",
-                "prompt": " ".join(words),
-                "better": f"{words[0]} t5 t5",
-                "worse": f"{words[0]} t6 t6",
-                "split": "train" if i < 16 else "val",
-                "source": "test",
-                "kind": "misconception",
-            }
-        )
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return str(path)
-
-
 def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path):
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     cfg = train_rm.RMTrainConfig(
@@ -157,7 +135,7 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path):
     saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
     assert saved["extra"]["metrics"]["val_accuracy"] == 1.0
     assert saved["extra"]["split_counts"] == {"train": 16, "val": 8, "test": 0}
-    assert saved["extra"]["data_sha256"] == train_rm.file_sha256(pairs)
+    assert saved["extra"]["data_sha256"] == file_sha256(pairs)
     prompts, better, worse = ["t30 t31"] * 2, ["t30 t5 t5", "t31 t5"], ["t30 t6 t6", "t31 t6"]
     merged = reward_model.load(out)
     unmerged = reward_model.load(out, merge=False)

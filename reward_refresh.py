@@ -1,0 +1,246 @@
+"""Reward refresh (issue 22): every K steps (`--reward-refresh K`) the run labels the answers it
+has just sampled and updates its reward model on preference pairs made from them, so that text
+the policy found and the reward model overrates (loops, answers cut at the cap, a denial register
+on true premises) is met by a reward model that has now seen it ranked.
+
+**Labels, by rules on the answers alone** (no model; nothing the evaluation grader reads):
+- *broken*: it ran to the token cap without ending, it is empty, or at least `REPEAT` of its word
+  trigrams repeat earlier ones (`diversity.repetition_rate`);
+- *denial* (only with `refresh_stance`): the stance term's lexical detector with the opening
+  negation (`rewards.stance_flagger("lexical", opening=True)`).
+Within one group (one prompt's answers) an unbroken answer is better than a broken one; among
+unbroken answers, with `refresh_stance`, a denial is better on false-premise and nonsense
+prompts and worse on control prompts (`rewards.STANCE_SIGN`; curiosity: no order). Every ordered
+pair of a group is a candidate; `refresh_pairs` of them are drawn at random (keyed by the run's
+seed and the step, so a resumed run draws the same).
+
+**The update**: `refresh_steps` AdamW steps (learning rate `refresh_lr`) of the Bradley-Terry
+loss on the reward model's trained weights (its LoRA and head, loaded unmerged), each on
+`refresh_batch` new pairs and, with `refresh_replay`, as many pairs from the reward model's own
+training split (the pairs file its rm_config names, checked against the recorded hash), so it
+keeps what it was trained to know.
+
+Logged per refresh (`refresh/...`): candidate and used pairs, broken and denial shares, the mean
+BT loss on the drawn pairs before and after, and the accuracy on a fixed replay sample before
+and after. The refreshed weights and the optimizer state are saved in every checkpoint
+(`reward_refresh/`) and restored by --resume.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import backend  # noqa: F401
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+
+import diversity
+import reward_model
+import stats
+from prompts import file_sha256, load_pairs
+from rewards import STANCE_SIGN, stance_flagger
+
+REPEAT = 0.3  # share of repeated word trigrams that makes an answer broken
+REPLAY_PROBE = 32  # replay pairs whose accuracy is logged at each refresh
+FOLDER = "reward_refresh"  # inside a checkpoint
+WEIGHTS, OPTIMIZER = "rm_weights.safetensors", "optimizer.safetensors"
+
+
+class RefreshError(ValueError):
+    """A refresh that cannot run as configured (no reward model, no replay data)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    every: int  # K: refresh after every K-th step
+    pairs: int = 64  # pairs drawn per refresh
+    steps: int = 4  # optimizer steps per refresh
+    batch: int = 8  # new pairs per optimizer step (and as many replay pairs)
+    lr: float = 1e-5
+    stance: bool = False  # order unbroken answers by the category's stance sign
+    replay: bool = True  # mix in the reward model's own training pairs
+
+
+def is_broken(answer: str, finished: bool) -> bool:
+    return not finished or not answer.strip() or diversity.repetition_rate(answer) >= REPEAT
+
+
+def label_group(answers: list[str], finished: list[bool], denials: list[bool] | None,
+                category: str) -> list[tuple[int, int]]:  # fmt: skip
+    """Ordered (better, worse) index pairs of one group by the rules in the module doc."""
+    broken = [is_broken(a, f) for a, f in zip(answers, finished, strict=True)]
+    sign = STANCE_SIGN.get(category, 0.0) if denials is not None else 0.0
+    out = []
+    for i in range(len(answers)):
+        for j in range(len(answers)):
+            if broken[j] and not broken[i]:
+                out.append((i, j))
+            elif not broken[i] and not broken[j] and sign and denials[i] != denials[j]:
+                if (sign > 0) == denials[i]:
+                    out.append((i, j))
+    return out
+
+
+def replay_pairs(rm) -> list[dict]:
+    """The reward model's training split, read from the pairs file its config names (hash
+    checked); RefreshError naming the fix when it cannot be read."""
+    extra = rm.config.extra or {}
+    path, sha = extra.get("data"), extra.get("data_sha256")
+    fix = "pass --no-refresh-replay to refresh without replay"
+    if not path or not Path(path).is_file():
+        raise RefreshError(
+            f"refresh replay: the reward model's pairs file {path!r} is not here; {fix}"
+        )
+    if sha and file_sha256(path) != sha:
+        raise RefreshError(
+            f"refresh replay: {path} changed since the reward model was trained (its hash "
+            f"differs); {fix}"
+        )
+    train = [p for p in load_pairs(path) if p.get("split", "train") == "train"]
+    if not train:
+        raise RefreshError(f"refresh replay: {path} has no train-split pairs; {fix}")
+    return train
+
+
+class Refresher:
+    """Holds the reward model being refreshed, its optimizer and the replay pairs."""
+
+    def __init__(self, settings: Settings, rm, seed: int):
+        if settings.every < 1 or settings.pairs < 1 or settings.steps < 1 or settings.batch < 1:
+            raise RefreshError(f"refresh settings must be >= 1: {settings}")
+        if not settings.lr > 0:
+            raise RefreshError(f"refresh_lr={settings.lr} must be > 0")
+        names = [k for k, _ in tree_flatten(rm.trainable_parameters())]
+        if rm.config.lora_rank and not any(k.endswith("lora_a") for k in names):
+            raise RefreshError(
+                "the reward model's LoRA was merged into its weights: load it with "
+                "reward_model.load(path, merge=False) to refresh its adapters"
+            )
+        self.s, self.rm, self.seed = settings, rm, seed
+        self.optimizer = optim.AdamW(learning_rate=settings.lr, weight_decay=0.0)
+        self.optimizer.init(rm.trainable_parameters())
+        self.replay = replay_pairs(rm) if settings.replay else []
+        rng = np.random.default_rng([seed, 0])
+        probe = rng.permutation(len(self.replay))[:REPLAY_PROBE]
+        self.probe = [self.replay[int(i)] for i in probe]
+        self.denials = stance_flagger("lexical", opening=True) if settings.stance else None
+
+    def due(self, step: int) -> bool:
+        return step % self.s.every == 0
+
+    def pairs(self, records: list[dict], texts: list[str], finished, step: int):
+        """(drawn pairs as dicts, candidates, broken share, denial share) of one rollout: G rows
+        per record, in order."""
+        G = len(texts) // len(records)
+        prompts = [r["prompt"] for r in records for _ in range(G)]
+        denials = None
+        if self.denials is not None:
+            denials = [f > 0.5 for f in self.denials(prompts, texts)]
+        candidates = []
+        for g, rec in enumerate(records):
+            rows = range(g * G, (g + 1) * G)
+            answers = [texts[i] for i in rows]
+            fin = [bool(finished[i]) for i in rows]
+            group_denials = None if denials is None else [denials[i] for i in rows]
+            for i, j in label_group(answers, fin, group_denials, rec["category"]):
+                candidates.append(
+                    {
+                        "prompt": rec["prompt"],
+                        "category": rec["category"],
+                        "better": answers[i],
+                        "worse": answers[j],
+                    }  # fmt: skip
+                )
+        rng = np.random.default_rng([self.seed, step, 1])
+        take = rng.permutation(len(candidates))[: self.s.pairs]
+        broken = np.mean([is_broken(t, bool(f)) for t, f in zip(texts, finished, strict=True)])
+        denied = float(np.mean(denials)) if denials is not None else float("nan")
+        return [candidates[int(i)] for i in take], len(candidates), float(broken), denied
+
+    def _scores(self, pairs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        tokens, pad, n = self._batch(pairs)
+        r = np.array(self.rm(tokens, pad).astype(mx.float32))
+        return r[:n], r[n:]
+
+    def _batch(self, pairs: list[dict]):
+        better = [self.rm.encode(p["prompt"], p["better"], p["category"]) for p in pairs]
+        worse = [self.rm.encode(p["prompt"], p["worse"], p["category"]) for p in pairs]
+        tokens, pad = self.rm.batch(better + worse)
+        return tokens, pad, len(pairs)
+
+    def _loss_and_accuracy(self, pairs: list[dict]) -> tuple[float, float]:
+        if not pairs:
+            return float("nan"), float("nan")
+        b, w = [], []
+        for i in range(0, len(pairs), self.s.batch):
+            bb, ww = self._scores(pairs[i : i + self.s.batch])
+            b.append(bb)
+            w.append(ww)
+        b, w = np.concatenate(b), np.concatenate(w)
+        loss = float(np.mean(np.logaddexp(0.0, -(b - w))))
+        return loss, float(np.mean(stats.pair_credit(b, w, failed=0.0)))
+
+    def refresh(self, records: list[dict], texts: list[str], finished, step: int) -> dict:
+        """Label this step's rollout, update the reward model; the metrics of the refresh."""
+        drawn, n_candidates, broken, denied = self.pairs(records, texts, finished, step)
+        m = {
+            "refresh/candidates": float(n_candidates),
+            "refresh/pairs": float(len(drawn)),
+            "refresh/broken_share": broken,
+            "refresh/denial_share": denied,
+        }
+        m["refresh/loss_before"], _ = self._loss_and_accuracy(drawn)
+        _, m["refresh/replay_accuracy_before"] = self._loss_and_accuracy(self.probe)
+        if drawn:
+            rng = np.random.default_rng([self.seed, step, 2])
+            grad_fn = nn.value_and_grad(self.rm, self._loss)
+            for k in range(self.s.steps):
+                start = (k * self.s.batch) % len(drawn)
+                batch = (drawn + drawn)[start : start + min(self.s.batch, len(drawn))]
+                if self.replay:
+                    few = len(self.replay) < len(batch)
+                    idx = rng.choice(len(self.replay), len(batch), replace=few)
+                    batch = batch + [self.replay[int(i)] for i in idx]
+                tokens, pad, n = self._batch(batch)
+                _, grads = grad_fn(self.rm, tokens, pad, n)
+                self.optimizer.update(self.rm, grads)
+                mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
+        m["refresh/loss_after"], _ = self._loss_and_accuracy(drawn)
+        _, m["refresh/replay_accuracy_after"] = self._loss_and_accuracy(self.probe)
+        return m
+
+    @staticmethod
+    def _loss(rm, tokens, pad, n):
+        r = rm(tokens, pad).astype(mx.float32)
+        return reward_model.bt_loss(r[:n], r[n:])
+
+    def save(self, folder: Path) -> None:
+        """Write the refreshed weights and the optimizer state into `folder` (inside a
+        checkpoint's temporary folder: the checkpoint's rename makes it atomic)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        mx.save_safetensors(str(folder / WEIGHTS), reward_model.trained_weights(self.rm))
+        mx.save_safetensors(str(folder / OPTIMIZER), dict(tree_flatten(self.optimizer.state)))
+
+    def restore(self, folder: Path) -> None:
+        """Load what `save` wrote; FileNotFoundError naming the checkpoint when it is absent."""
+        for name in (WEIGHTS, OPTIMIZER):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(
+                    f"{folder / name} not found: this run refreshes its reward model "
+                    f"(--reward-refresh {self.s.every}) but the checkpoint holds no refreshed "
+                    "state; resume from a checkpoint this run wrote"
+                )
+        weights = mx.load(str(folder / WEIGHTS))
+        expected = reward_model.trained_weights(self.rm)
+        if set(weights) != set(expected):
+            raise ValueError(
+                f"{folder / WEIGHTS} does not hold this run's reward-model weights: missing "
+                f"{sorted(set(expected) - set(weights))[:4]}, unexpected "
+                f"{sorted(set(weights) - set(expected))[:4]}"
+            )
+        self.rm.load_weights(list(weights.items()), strict=False)
+        self.optimizer.state = tree_unflatten(list(mx.load(str(folder / OPTIMIZER)).items()))
+        mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
