@@ -246,6 +246,9 @@ CASES = {
         add="--limit 2 --samples 1 --max-new-tokens 6",
         needs=(ROUTED,),
     ),  # fmt: skip
+    "uv run python eval_task.py --task chess --model models/chess-smollm2-135m --json": Case(
+        add="--limit 2", check=out_has("eval/P/format")
+    ),
     "uv run python eval_routing.py models/happy-routed-smollm2-135m --json": Case(
         add="--limit 1 --samples 1 --max-new-tokens 4", check=out_has("routing/retain/hack_rate")
     ),
