@@ -87,8 +87,13 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         cfg.judge_batch_size,
         records + eval_records,
         cfg.share_prefix,
-        refresh=bool(cfg.reward_refresh) and reward_fn is None,
+        refresh=bool(cfg.reward_refresh),
     )
+    if reward_fn is not None and cfg.reward_refresh:
+        raise ConfigError(
+            f"reward_refresh={cfg.reward_refresh} updates the reward's rm component, and an "
+            "in-process reward function has none: drop reward_refresh or pass --reward rm:PATH"
+        )
     if reward_fn is not None:
         scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
     else:  # before LoRA is applied: a frozen judge copies the starting weights

@@ -145,6 +145,15 @@ def test_refresh_settings_are_checked(rm_dir, tmp_path, kw, msg):
         run_config(tmp_path, rm_dir, **kw)
 
 
+def test_refresh_with_an_in_process_reward_function_is_refused_not_skipped(rm_dir, tmp_path):
+    with pytest.raises(train.ConfigError, match="in-process reward function"):
+        train.run(
+            run_config(tmp_path, rm_dir),
+            policy=policy(),
+            reward_fn=lambda p, c, **k: [0.0] * len(c),
+        )
+
+
 def metric_rows(run_dir):
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if not k.endswith(("_s", "tokens_per_s", "_mb"))}
