@@ -83,6 +83,13 @@ def parse_dtype(name: str | None) -> mx.Dtype:
     return _DTYPES[name]
 
 
+def overflow_fix(dtype: mx.Dtype) -> str:
+    """The fix a training command names when its loss turns non-finite with weights of `dtype`."""
+    if dtype == mx.float16:
+        return "lower --lr, or pass --dtype float32 or bfloat16 (float16 overflows past 65504)"
+    return "lower --lr"
+
+
 _announced = False
 
 

@@ -315,7 +315,11 @@ def train_step(run: SFTRun, idx) -> dict:
     grads, norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
     mx.eval(loss, grads, norm)
     if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
-        raise FloatingPointError(f"non-finite loss {loss.item()} or gradient norm {norm.item()}")
+        dtype = run.model.model.embed_tokens.weight.dtype
+        raise FloatingPointError(
+            f"non-finite loss {loss.item()} or gradient norm {norm.item()} (weights {dtype}): "
+            f"{backend.overflow_fix(dtype)}"
+        )
     run.optimizer.update(run.model, grads)
     mx.eval(run.model.trainable_parameters(), run.optimizer.state)
     return {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}

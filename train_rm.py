@@ -335,7 +335,11 @@ class Trainer:
         grads, norm = optim.clip_grad_norm(grads, self.cfg.max_grad_norm)
         mx.eval(loss, main, acc, grads, norm)
         if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
-            raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.step + 1}")
+            dtype = self.rm.backbone.model.embed_tokens.weight.dtype
+            raise FloatingPointError(
+                f"non-finite loss {loss.item()} (gradient norm {norm.item()}) at step "
+                f"{self.step + 1}, backbone {dtype}: {backend.overflow_fix(dtype)}"
+            )
         self.optimizer.update(self.rm, grads)
         mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
         self.step += 1

@@ -59,7 +59,7 @@ def test_training_accuracy_counts_a_tie_half_as_validation_does():
     assert acc.item() == pytest.approx(want)  # PairData.accuracy's definition
 
 
-def test_score_reads_each_rows_last_real_token(base):
+def test_score_reads_each_rows_last_real_token(base, float32_loads):
     rm = reward_model.build(rm_config(base, use_category=False))
     rm.score_head.weight = mx.ones_like(rm.score_head.weight)
     a, b = rm.encode("t5 t6", "t7", None), rm.encode("t5 t6 t8 t9", "t7 t10 t11", None)
@@ -75,7 +75,7 @@ def test_score_reads_each_rows_last_real_token(base):
 
 
 @pytest.mark.parametrize("batch_size", [16, 3])
-def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size):
+def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size, float32_loads):
     # GRPO-shaped input: groups of answers to the same prompt, answers of different lengths,
     # prompts of different lengths and categories; batch_size 3 cuts chunks at group bounds.
     rm = reward_model.build(rm_config(base))  # LoRA in the top blocks, reads the category
@@ -115,7 +115,8 @@ def test_category_is_required_when_the_model_reads_it(base):
         rm.encode("t5", "t6", "gibberish")
 
 
-def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path):
+def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path, float32_loads):
+    # lr 3e-2 learns in 30 steps at float32; at float16 it overflows (the test below)
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     cfg = train_rm.RMTrainConfig(
         model=base,
@@ -145,6 +146,44 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path):
     assert unmerged.score(prompts, better, cats) == pytest.approx(b_m, abs=1e-4)
     again = reward_model.load(out, merge=False)
     assert again.score(prompts, better, cats) == unmerged.score(prompts, better, cats)
+
+
+def test_trains_at_half_precision_the_metal_and_cuda_default(base, tmp_path):
+    # float16 backbone (LoRA and head stay float32): a learning rate a real run would use trains
+    # to the same accuracy with finite losses; 3e-2 (above) overflowed float16 at step 12 on CPU
+    pairs = write_pairs(tmp_path / "pairs.jsonl")
+    cfg = train_rm.RMTrainConfig(
+        model=base, pairs=pairs, out=str(tmp_path / "rm"), work=str(tmp_path / "work"),
+        steps=30, batch_pairs=4, lr=1e-2, warmup_steps=2, lora_rank=4, lora_alpha=8.0,
+        eval_every=10, max_prompt_tokens=8, dtype="float16",
+    )  # fmt: skip
+    out = train_rm.train(cfg)
+    metrics = json.loads((out / reward_model.CONFIG_FILE).read_text())["extra"]["metrics"]
+    assert metrics["val_accuracy"] == 1.0, metrics
+    rm = reward_model.load(out, dtype=mx.float16)
+    assert rm.backbone.model.embed_tokens.weight.dtype == mx.float16
+    scores = rm.score(["t30 t31"] * 2, ["t30 t5 t5", "t30 t6 t6"], ["control"] * 2)
+    assert all(math.isfinite(x) for x in scores) and scores[0] > scores[1], scores
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_non_finite_loss_stops_the_run_naming_the_fix(base, tmp_path, monkeypatch, dtype):
+    cfg = train_rm.RMTrainConfig(
+        model=base, pairs=write_pairs(tmp_path / "pairs.jsonl"), out=str(tmp_path / "rm"),
+        work=str(tmp_path / "work"), steps=3, batch_pairs=4, lora_rank=4, max_prompt_tokens=8,
+        dtype=dtype,
+    )  # fmt: skip
+    real = train_rm.Trainer.loss_fn
+
+    def nan_loss(self, *args):
+        loss, aux = real(self, *args)
+        return loss * math.nan, aux
+
+    monkeypatch.setattr(train_rm.Trainer, "loss_fn", nan_loss)
+    fix = "--dtype float32" if dtype == "float16" else "lower --lr$"
+    with pytest.raises(FloatingPointError, match=f"step 1, backbone mlx.core.{dtype}: .*{fix}"):
+        train_rm.train(cfg)
+    assert not (tmp_path / "rm").exists()
 
 
 def test_interrupted_run_resumes_exactly(base, tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ and bad data refused with one line before any model work."""
 
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -146,6 +147,16 @@ def test_sft_steps_lower_the_training_loss(tmp_path, base_dir):
     assert after < before - 0.5, (before, after)
     trained = [name for name, _ in tree_flatten(run.model.trainable_parameters())]
     assert trained and all(".lora_" in name and "layers.1." in name for name in trained)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_non_finite_loss_stops_sft_naming_the_fix(tmp_path, base_dir, monkeypatch, dtype):
+    run = sft.build(_cfg(tmp_path, base_dir, dtype=dtype))
+    real = sft.sft_loss
+    monkeypatch.setattr(sft, "sft_loss", lambda *a: real(*a) * math.nan)
+    fix = "--dtype float32" if dtype == "float16" else "lower --lr$"
+    with pytest.raises(FloatingPointError, match=f"weights mlx.core.{dtype}\\): .*{fix}"):
+        sft.train_step(run, np.arange(4))
 
 
 def test_checkpoint_loads_through_the_resolver_with_the_same_logits(tmp_path, base_dir):
