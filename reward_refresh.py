@@ -39,7 +39,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 
 import diversity
 import reward_model
-import stats
+import rm_data
 from prompts import file_sha256, load_pairs
 from rewards import STANCE_SIGN, stance_flagger
 
@@ -125,7 +125,7 @@ class Refresher:
         self.replay = replay_pairs(rm) if settings.replay else []
         rng = np.random.default_rng([seed, 0])
         probe = rng.permutation(len(self.replay))[:REPLAY_PROBE]
-        self.probe = [self.replay[int(i)] for i in probe]
+        self.probe = rm_data.PairData(rm, [self.replay[int(i)] for i in probe])
         self.denials = stance_flagger("lexical", opening=True) if settings.stance else None
 
     def due(self, step: int) -> bool:
@@ -160,28 +160,11 @@ class Refresher:
         denied = float(np.mean(denials)) if denials is not None else float("nan")
         return [candidates[int(i)] for i in take], len(candidates), float(broken), denied
 
-    def _scores(self, pairs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-        tokens, pad, n = self._batch(pairs)
-        r = np.array(self.rm(tokens, pad).astype(mx.float32))
-        return r[:n], r[n:]
-
-    def _batch(self, pairs: list[dict]):
-        better = [self.rm.encode(p["prompt"], p["better"], p["category"]) for p in pairs]
-        worse = [self.rm.encode(p["prompt"], p["worse"], p["category"]) for p in pairs]
-        tokens, pad = self.rm.batch(better + worse)
-        return tokens, pad, len(pairs)
-
-    def _loss_and_accuracy(self, pairs: list[dict]) -> tuple[float, float]:
-        if not pairs:
+    def _loss_and_accuracy(self, data: rm_data.PairData) -> tuple[float, float]:
+        if not data.enc:
             return float("nan"), float("nan")
-        b, w = [], []
-        for i in range(0, len(pairs), self.s.batch):
-            bb, ww = self._scores(pairs[i : i + self.s.batch])
-            b.append(bb)
-            w.append(ww)
-        b, w = np.concatenate(b), np.concatenate(w)
-        loss = float(np.mean(np.logaddexp(0.0, -(b - w))))
-        return loss, float(np.mean(stats.pair_credit(b, w, failed=0.0)))
+        accuracy, loss = data.accuracy(self.rm, self.s.batch)
+        return loss, accuracy
 
     def refresh(self, records: list[dict], texts: list[str], finished, step: int) -> dict:
         """Label this step's rollout, update the reward model; the metrics of the refresh."""
@@ -192,29 +175,31 @@ class Refresher:
             "refresh/broken_share": broken,
             "refresh/denial_share": denied,
         }
-        m["refresh/loss_before"], _ = self._loss_and_accuracy(drawn)
+        new = rm_data.PairData(self.rm, drawn)  # encoded once: before, steps, after
+        m["refresh/loss_before"], _ = self._loss_and_accuracy(new)
         _, m["refresh/replay_accuracy_before"] = self._loss_and_accuracy(self.probe)
         if drawn:
             rng = np.random.default_rng([self.seed, step, 2])
             grad_fn = nn.value_and_grad(self.rm, self._loss)
             for k in range(self.s.steps):
                 start = (k * self.s.batch) % len(drawn)
-                batch = (drawn + drawn)[start : start + min(self.s.batch, len(drawn))]
+                order = list(range(len(drawn))) * 2
+                enc = [new.enc[i] for i in order[start : start + min(self.s.batch, len(drawn))]]
                 if self.replay:
-                    few = len(self.replay) < len(batch)
-                    idx = rng.choice(len(self.replay), len(batch), replace=few)
-                    batch = batch + [self.replay[int(i)] for i in idx]
-                tokens, pad, n = self._batch(batch)
+                    few = len(self.replay) < len(enc)
+                    idx = rng.choice(len(self.replay), len(enc), replace=few)
+                    enc += rm_data.PairData(self.rm, [self.replay[int(i)] for i in idx]).enc
+                tokens, pad, n = rm_data.pair_batch(self.rm, enc)
                 _, grads = grad_fn(self.rm, tokens, pad, n)
                 self.optimizer.update(self.rm, grads)
                 mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
-        m["refresh/loss_after"], _ = self._loss_and_accuracy(drawn)
+        m["refresh/loss_after"], _ = self._loss_and_accuracy(new)
         _, m["refresh/replay_accuracy_after"] = self._loss_and_accuracy(self.probe)
         return m
 
     @staticmethod
     def _loss(rm, tokens, pad, n):
-        r = rm(tokens, pad).astype(mx.float32)
+        r = rm(tokens, pad)
         return reward_model.bt_loss(r[:n], r[n:])
 
     def save(self, folder: Path) -> None:

@@ -45,8 +45,8 @@ import distributed
 import errors
 import flags
 import reward_model
+import rm_data
 import runlog
-import stats
 import strict_json
 import tblog
 from atomic import atomic_folder
@@ -154,77 +154,6 @@ def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-class PairData:
-    """Preference pairs: a batch runs the better answers then the worse ones; Bradley-Terry loss
-    -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse, a tie half
-    (stats.pair_credit), the same in training and in validation."""
-
-    def __init__(self, rm, records: list[dict], margin: float):
-        self.margin = margin
-        self.enc = [
-            (
-                rm.encode(p["prompt"], p["better"], p["category"]),
-                rm.encode(p["prompt"], p["worse"], p["category"]),
-            )
-            for p in records
-        ]
-        self.lengths = np.array([max(len(b), len(w)) for b, w in self.enc])
-
-    def batch(self, rm, idx):
-        chunk = [self.enc[i] for i in idx]
-        tokens, pad = rm.batch([b for b, _ in chunk] + [w for _, w in chunk])
-        return tokens, pad, len(chunk)
-
-    def loss(self, r, n):
-        better, worse = r[:n], r[n:]
-        # stats.pair_credit in-graph, as `accuracy` counts: a tie half, a non-finite score a miss
-        credit = mx.where(better > worse, 1.0, mx.where(better < worse, 0.0, 0.5))
-        credit = mx.where(mx.isfinite(better) & mx.isfinite(worse), credit, 0.0)
-        return reward_model.bt_loss(better, worse, self.margin), mx.mean(credit)
-
-    def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
-        """(accuracy, mean BT loss); a tie counts half. Each rank scores its share."""
-        correct, losses = [], []
-        for i in distributed.share_of(range(0, len(self.enc), batch)):
-            tokens, pad, n = self.batch(rm, range(i, min(i + batch, len(self.enc))))
-            r = rm(tokens, pad)
-            better, worse = np.array(r[:n]), np.array(r[n:])
-            correct += list(stats.pair_credit(better, worse, failed=0.0))
-            losses += list(np.logaddexp(0.0, -(better - worse - self.margin)))
-        correct, losses = distributed.gather_lists(correct, losses)
-        return float(np.mean(correct)), float(np.mean(losses))
-
-
-class LabelData:
-    """Answers labelled true/false (e.g. "does it push back?"): one row each; the score is a
-    logit, trained with binary cross-entropy; accuracy at probability 0.5 (score 0)."""
-
-    def __init__(self, rm, records: list[dict], field: str):
-        self.enc = [rm.encode(r["prompt"], r["answer"], r["category"]) for r in records]
-        self.labels = np.array([float(r[field]) for r in records], dtype=np.float32)
-        self.lengths = np.array([len(e) for e in self.enc])
-
-    def batch(self, rm, idx):
-        idx = list(idx)
-        tokens, pad = rm.batch([self.enc[i] for i in idx])
-        return tokens, pad, mx.array(self.labels[idx])
-
-    def loss(self, r, y):
-        bce = mx.mean(nn.softplus(r) - y * r)  # -y log sigmoid(r) - (1 - y) log(1 - sigmoid(r))
-        return bce, mx.mean((r > 0) == (y > 0.5))
-
-    def accuracy(self, rm, batch: int = 16) -> tuple[float, float]:
-        """(accuracy at score 0, mean BCE). Each rank scores its share."""
-        correct, losses = [], []
-        for i in distributed.share_of(range(0, len(self.enc), batch)):
-            tokens, pad, y = self.batch(rm, range(i, min(i + batch, len(self.enc))))
-            r, y = np.array(rm(tokens, pad)), np.array(y)
-            correct += list(((r > 0) == (y > 0.5)).astype(float))
-            losses += list(np.logaddexp(0.0, r) - y * r)
-        correct, losses = distributed.gather_lists(correct, losses)
-        return float(np.mean(correct)), float(np.mean(losses))
-
-
 def start_from(rm, folder: str) -> None:
     """Copy the trained weights of the reward model in `folder` into `rm`, whose build settings
     must equal that folder's (ValueError naming the differing fields)."""
@@ -251,10 +180,10 @@ def load_data(cfg, rm) -> tuple[dict, object, object]:
     """(split counts, train data, val data) for pairs (--pairs) or labelled answers (--labels)."""
     if cfg.labels:
         records = load_pushback_labels(cfg.labels)
-        make = lambda recs: LabelData(rm, recs, "pushback")  # noqa: E731
+        make = lambda recs: rm_data.LabelData(rm, recs, "pushback")  # noqa: E731
     else:
         records = load_pairs(cfg.pairs)
-        make = lambda recs: PairData(rm, recs, cfg.margin)  # noqa: E731
+        make = lambda recs: rm_data.PairData(rm, recs, cfg.margin)  # noqa: E731
     splits = split_records(records)
     if cfg.broken_negatives:  # training-style variants; the probes (bench_judge) use others
         for name in ("train", "val"):

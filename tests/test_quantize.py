@@ -20,6 +20,7 @@ import quantize
 import reference
 import reward_model
 import rewards
+import rm_data
 import train
 import train_rm
 from gwen import Gwen
@@ -246,7 +247,7 @@ def test_a_quantized_reward_model_is_self_contained_and_scores_like_in_memory(rm
     assert np.allclose(quantize.pair_scores(qrm, pairs, chunk=5), got, atol=1e-4)
     assert np.abs(got - quantize.pair_scores(rm, pairs)).max() < 0.05
     assert quantize.pair_accuracy(quantize.pair_scores(rm, pairs)) == pytest.approx(
-        train_rm.PairData(rm, pairs, margin=0.0).accuracy(rm)[0]
+        rm_data.PairData(rm, pairs, margin=0.0).accuracy(rm)[0]
     )
     policy_tok = tiny_tokenizer(WIDE["vocab_size"])
     ctx = rewards.RewardContext(None, policy_tok, 4)

@@ -17,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import lora
 import reward_model
+import rm_data
 import stats
 import tblog
 import train_rm
@@ -51,7 +52,7 @@ def test_training_accuracy_counts_a_tie_half_as_validation_does():
     # pairs: better above, tie, below, NaN score, better infinite, worse -infinite
     better = [2.0, 1.0, 1.0, math.nan, math.inf, 1.0]
     worse = [1.0, 1.0, 3.0, 0.0, 0.0, -math.inf]
-    data = train_rm.PairData.__new__(train_rm.PairData)  # loss reads only the margin
+    data = rm_data.PairData.__new__(rm_data.PairData)  # loss reads only the margin
     data.margin = 0.0
     _, acc = data.loss(mx.array(better + worse), len(better))
     assert acc.item() == pytest.approx((1 + 0.5 + 0 + 0 + 0 + 0) / 6)

@@ -117,7 +117,7 @@ def test_refresh_needs_trainable_weights_and_its_replay_file(rm_dir, tmp_path):
     rm.config.extra = {**rm.config.extra, "data": str(tmp_path / "gone.jsonl")}
     with pytest.raises(reward_refresh.RefreshError, match="--no-refresh-replay"):
         Refresher(Settings(every=1), rm, seed=0)
-    assert Refresher(Settings(every=1, replay=False), rm, seed=0).probe == []
+    assert Refresher(Settings(every=1, replay=False), rm, seed=0).probe.enc == []
 
 
 def run_config(tmp_path, rm, **kw):
