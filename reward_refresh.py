@@ -40,6 +40,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 import diversity
 import reward_model
 import rm_data
+import stats
 from prompts import file_sha256, load_pairs
 from rewards import STANCE_SIGN, stance_flagger
 
@@ -127,6 +128,7 @@ class Refresher:
         probe = rng.permutation(len(self.replay))[:REPLAY_PROBE]
         self.probe = rm_data.PairData(rm, [self.replay[int(i)] for i in probe])
         self.denials = stance_flagger("lexical", opening=True) if settings.stance else None
+        self._probe_cache = None  # the probe's accuracy at the current weights, once computed
 
     def due(self, step: int) -> bool:
         return step % self.s.every == 0
@@ -160,11 +162,34 @@ class Refresher:
         denied = float(np.mean(denials)) if denials is not None else float("nan")
         return [candidates[int(i)] for i in take], len(candidates), float(broken), denied
 
-    def _loss_and_accuracy(self, data: rm_data.PairData) -> tuple[float, float]:
-        if not data.enc:
+    def _drawn_loss_and_accuracy(self, drawn: list[dict]) -> tuple[float, float]:
+        """(mean BT loss, accuracy) on this refresh's pairs. They are made of at most G answers
+        per group, so each distinct answer is scored once, its prompt shared with the rest of
+        its group (reward_model.score's shared prefix: equal to whole rows within 1e-4)."""
+        if not drawn:
             return float("nan"), float("nan")
-        accuracy, loss = data.accuracy(self.rm, self.s.batch)
-        return loss, accuracy
+        rows = {}
+        for p in drawn:
+            for side in ("better", "worse"):
+                rows.setdefault((p["prompt"], p[side], p["category"]), len(rows))
+        keys = list(rows)
+        scores = np.asarray(
+            self.rm.score(*zip(*keys, strict=True), 2 * self.s.batch, share_prefix=True),
+            np.float64,
+        )
+        b = scores[[rows[(p["prompt"], p["better"], p["category"])] for p in drawn]]
+        w = scores[[rows[(p["prompt"], p["worse"], p["category"])] for p in drawn]]
+        loss = float(np.mean(np.logaddexp(0.0, -(b - w))))
+        return loss, float(np.mean(stats.pair_credit(b, w, failed=0.0)))
+
+    def _probe_accuracy(self) -> float:
+        """Pairwise accuracy on the fixed replay sample; remembered until the weights change
+        (the previous refresh's `after` is this one's `before`)."""
+        if self._probe_cache is None:
+            if not len(self.probe):
+                return float("nan")
+            self._probe_cache = self.probe.accuracy(self.rm, self.s.batch)[0]
+        return self._probe_cache
 
     def refresh(self, records: list[dict], texts: list[str], finished, step: int) -> dict:
         """Label this step's rollout, update the reward model; the metrics of the refresh."""
@@ -175,9 +200,9 @@ class Refresher:
             "refresh/broken_share": broken,
             "refresh/denial_share": denied,
         }
-        new = rm_data.PairData(self.rm, drawn)  # encoded once: before, steps, after
-        m["refresh/loss_before"], _ = self._loss_and_accuracy(new)
-        _, m["refresh/replay_accuracy_before"] = self._loss_and_accuracy(self.probe)
+        m["refresh/loss_before"], _ = self._drawn_loss_and_accuracy(drawn)
+        m["refresh/replay_accuracy_before"] = self._probe_accuracy()
+        new = rm_data.PairData(self.rm, drawn)  # encoded once for every step
         if drawn:
             rng = np.random.default_rng([self.seed, step, 2])
             grad_fn = nn.value_and_grad(self.rm, self._loss)
@@ -193,8 +218,9 @@ class Refresher:
                 _, grads = grad_fn(self.rm, tokens, pad, n)
                 self.optimizer.update(self.rm, grads)
                 mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
-        m["refresh/loss_after"], _ = self._loss_and_accuracy(new)
-        _, m["refresh/replay_accuracy_after"] = self._loss_and_accuracy(self.probe)
+            self._probe_cache = None
+        m["refresh/loss_after"], _ = self._drawn_loss_and_accuracy(drawn)
+        m["refresh/replay_accuracy_after"] = self._probe_accuracy()
         return m
 
     @staticmethod
@@ -229,3 +255,4 @@ class Refresher:
         self.rm.load_weights(list(weights.items()), strict=False)
         self.optimizer.state = tree_unflatten(list(mx.load(str(folder / OPTIMIZER)).items()))
         mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
+        self._probe_cache = None

@@ -13,6 +13,7 @@ from mlx.utils import tree_flatten
 
 import reward_model
 import reward_refresh
+import rm_data
 import train
 import train_rm
 from gwen import Gwen
@@ -90,6 +91,26 @@ def test_a_refresh_lowers_the_loss_on_its_pairs_and_replays_the_training_split(r
     # the scorer sees the refreshed weights: a finished answer now scores above a cut-off one
     s = rm.score([records[0]["prompt"]] * 2, [texts[0], texts[1]], ["control"] * 2)
     assert s[0] > s[1]
+
+
+def test_refresh_metrics_equal_whole_row_scoring_and_the_probe_is_scored_once(rm_dir):
+    rm = reward_model.load(rm_dir, merge=False)
+    ref = Refresher(Settings(every=1, pairs=8, steps=2, batch=4, lr=3e-2), rm, seed=0)
+    records, texts, finished = rollout()
+    drawn = ref.pairs(records, texts, finished, step=1)[0]
+    whole_acc, whole_loss = rm_data.PairData(rm, drawn).accuracy(rm)  # whole rows, each pair
+    probe_before = ref.probe.accuracy(rm)[0]
+    m = ref.refresh(records, texts, finished, step=1)
+    assert m["refresh/loss_before"] == pytest.approx(whole_loss, abs=1e-4)
+    assert m["refresh/replay_accuracy_before"] == probe_before
+    probe_after = ref.probe.accuracy(rm)[0]
+    assert m["refresh/replay_accuracy_after"] == probe_after
+    calls = []
+    real = ref.probe.accuracy
+    ref.probe.accuracy = lambda *a: calls.append(1) or real(*a)
+    m2 = ref.refresh(records, texts, finished, step=2)
+    assert m2["refresh/replay_accuracy_before"] == probe_after, "the weights did not change"
+    assert len(calls) == 1, "scored once per refresh: after its steps"
 
 
 def test_refresh_state_round_trips_and_a_missing_one_is_named(rm_dir, tmp_path):
