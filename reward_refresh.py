@@ -40,7 +40,6 @@ from mlx.utils import tree_flatten, tree_unflatten
 import diversity
 import reward_model
 import rm_data
-import stats
 from prompts import file_sha256, load_pairs
 from rewards import STANCE_SIGN, stance_flagger
 
@@ -179,8 +178,8 @@ class Refresher:
         )
         b = scores[[rows[(p["prompt"], p["better"], p["category"])] for p in drawn]]
         w = scores[[rows[(p["prompt"], p["worse"], p["category"])] for p in drawn]]
-        loss = float(np.mean(np.logaddexp(0.0, -(b - w))))
-        return loss, float(np.mean(stats.pair_credit(b, w, failed=0.0)))
+        credit, loss = rm_data.pair_metrics(b, w)
+        return float(np.mean(loss)), float(np.mean(credit))
 
     def _probe_accuracy(self) -> float:
         """Pairwise accuracy on the fixed replay sample; remembered until the weights change
@@ -207,9 +206,9 @@ class Refresher:
             rng = np.random.default_rng([self.seed, step, 2])
             grad_fn = nn.value_and_grad(self.rm, self._loss)
             for k in range(self.s.steps):
-                start = (k * self.s.batch) % len(drawn)
-                order = list(range(len(drawn))) * 2
-                enc = [new.enc[i] for i in order[start : start + min(self.s.batch, len(drawn))]]
+                start = k * self.s.batch  # the drawn pairs in turn, wrapping around
+                take = range(start, start + min(self.s.batch, len(drawn)))
+                enc = [new.enc[i % len(drawn)] for i in take]
                 if self.replay:
                     few = len(self.replay) < len(enc)
                     idx = rng.choice(len(self.replay), len(enc), replace=few)

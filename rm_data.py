@@ -22,6 +22,14 @@ def pair_batch(rm, enc: list[tuple[list[int], list[int]]]) -> tuple[mx.array, mx
     return tokens, pad, len(enc)
 
 
+def pair_metrics(better, worse, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair, float64: (credit, BT loss): credit 1 when better scores above worse, a tie half,
+    a non-finite score a miss (stats.pair_credit); loss -log sigmoid(better - worse - margin)."""
+    better, worse = np.asarray(better, np.float64), np.asarray(worse, np.float64)
+    credit = stats.pair_credit(better, worse, failed=0.0)
+    return credit, np.logaddexp(0.0, -(better - worse - margin))
+
+
 class PairData:
     """Preference pairs: a batch runs the better answers then the worse ones; Bradley-Terry loss
     -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse, a tie half
@@ -57,9 +65,9 @@ class PairData:
         for i in distributed.share_of(range(0, len(self.enc), batch)):
             tokens, pad, n = self.batch(rm, range(i, min(i + batch, len(self.enc))))
             r = rm(tokens, pad)
-            better, worse = np.array(r[:n]), np.array(r[n:])
-            correct += list(stats.pair_credit(better, worse, failed=0.0))
-            losses += list(np.logaddexp(0.0, -(better - worse - self.margin)))
+            credit, loss = pair_metrics(np.array(r[:n]), np.array(r[n:]), self.margin)
+            correct += list(credit)
+            losses += list(loss)
         correct, losses = distributed.gather_lists(correct, losses)
         return float(np.mean(correct)), float(np.mean(losses))
 
