@@ -378,9 +378,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             flags = graded["pushback_flags"]
             extra |= {k: v for k, v in graded.items() if k != "pushback_flags"}
             for det in stance_detectors(sources[ref]):  # issue 20 item 6: reported beside
-                base, opening = detector_base(det)
-                dkey = Cache.key("detector", akey, opening, base if base in ("lexical", "none")
-                                 else model_fingerprint(str(rewards.rm_folder(base))))  # fmt: skip
+                flagger, opening = detector_base(det)  # not `base`: that is the KL's model
+                dkey = Cache.key("detector", akey, opening, flagger if flagger in ("lexical", "none")
+                                 else model_fingerprint(str(rewards.rm_folder(flagger))))  # fmt: skip
                 dflags = cache.get(dkey)
                 if dflags is None:
                     dflags = detector_flags(det, records, answers["texts"])

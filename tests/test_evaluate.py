@@ -159,6 +159,10 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
     import grade
 
     monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: FakeGrader()))
+    # both models as if trained with a lexical stance term: the grader's agreement with it is
+    # reported, and the KL that follows still reads the base model (session 18: the detector's
+    # name once overwrote the base model's variable and the KL crashed after the whole grading)
+    monkeypatch.setattr(evaluate, "stance_detectors", lambda source: ["lexical"])
     (tmp_path / "grader").mkdir()  # the folder the cache fingerprints
     base, other = tmp_path / "base", tmp_path / "other"
     save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, base)
@@ -207,6 +211,9 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
     assert result["results"][str(other)]["overall"]["kl_to_base"] > 0
     # the grader's rates per prompt, and its gold-set figures (FakeGrader graded the gold set)
     gold = result["grader"]["gold"]
+    for ref in (str(base), str(other)):
+        agree = result["grader"]["agreement_with_reward"][ref]["lexical"]
+        assert 0 <= agree["grader_rate"] <= 1 and 0 <= agree["detector_rate"] <= 1, agree
     assert gold["n_answers"] >= 300 and 0 <= gold["pushback_accuracy"]["value"] <= 1
     for ref in (str(base), str(other)):
         figs = result["figures"][ref]
