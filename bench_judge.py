@@ -31,6 +31,7 @@ import broken_text
 import diversity
 import errors
 import rewards
+import stance_probes
 import stats
 import strict_json
 import tasks
@@ -135,12 +136,16 @@ def bench_reward(
     echo: bool,
     scores_out=None,
     probes: bool = False,
+    stance: list[dict] | None = None,
 ) -> dict:
-    """`spec`: a registry spec, or the path of a reward file (YAML, rewards.load_reward_config)."""
+    """`spec`: a registry spec, or the path of a reward file (YAML, rewards.load_reward_config);
+    `stance`: stance_probes.pairs of labelled read answers, reported as `stance_probes`."""
     scorer = rewards.build_scorer(reward_components(spec), ctx)
     out = bench_reward_with(scorer, spec, pairs, echo, scores_out)
     if probes:
         out["probes"] = probe_report(scorer, pairs)
+    if stance:
+        out["stance_probes"] = stance_probes.report(lambda *a: scorer(*a).values, stance)
     return out
 
 
@@ -287,14 +292,21 @@ def select_pairs(path: str, split: str | None, limit: int | None) -> list[dict]:
 
 def run(a) -> dict:
     pairs = select_pairs(a.pairs, a.split, a.limit)
+    stance = None  # read before any model loads: a bad read-set file fails first
+    if a.stance_probes:
+        stance = stance_probes.pairs(stance_probes.load(a.stance_probes.split(",")))
     gwen = Gwen.load(a.model)
     judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
     ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
     out = {"pairs": a.pairs, "split": a.split, "n_pairs": len(pairs), "model": a.model}
+    if a.stance_probes:
+        out["stance_probe_sets"] = a.stance_probes.split(",")
     sink = open(a.scores_out, "w") if a.scores_out else None  # noqa: SIM115
     try:
         out["rewards"] = {
-            spec: bench_reward(spec, ctx, pairs, echo=not a.quick, scores_out=sink, probes=a.probes)
+            spec: bench_reward(
+                spec, ctx, pairs, echo=not a.quick, scores_out=sink, probes=a.probes, stance=stance
+            )  # fmt: skip
             for spec in a.reward
         }
     finally:
@@ -334,6 +346,12 @@ def main(argv=None) -> int:
     p.add_argument(
         "--probes", action="store_true", help="also the broken-text probes (cut, shuffled, ...)"
     )
+    p.add_argument(
+        "--stance-probes",
+        metavar="DIRS",
+        help="read-set folders (comma-separated; answers.jsonl + labels.jsonl): same-prompt "
+        "probes of the wanted stance over the unwanted one (stance_probes.py)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--scores-out", metavar="FILE", help="write every answer's score as JSONL")
     a = p.parse_args(argv)
@@ -369,6 +387,11 @@ def main(argv=None) -> int:
                 f"{k} {v['accuracy']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] (n {v['n']})"
                 for k, v in r["probes"].items()
             ))  # fmt: skip
+        for cat, v in r.get("stance_probes", {}).items():
+            lo, hi = v["ci95_over_prompts"]
+            print(f"  stance {cat}: wanted over unwanted {v['prompt_accuracy']:.3f} [{lo:.2f}, "
+                  f"{hi:.2f}] over {v['n_prompts']} prompts ({v['n_pairs']} pairs, pooled "
+                  f"{v['pair_accuracy']:.3f}, mean margin {v['mean_margin']:+.2f})")  # fmt: skip
     if "judge_speed" in out:
         print(strict_json.dumps(out["judge_speed"]))
     return 0

@@ -379,8 +379,9 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             extra |= {k: v for k, v in graded.items() if k != "pushback_flags"}
             for det in stance_detectors(sources[ref]):  # issue 20 item 6: reported beside
                 flagger, opening = detector_base(det)  # not `base`: that is the KL's model
-                dkey = Cache.key("detector", akey, opening, flagger if flagger in ("lexical", "none")
-                                 else model_fingerprint(str(rewards.rm_folder(flagger))))  # fmt: skip
+                if flagger not in ("lexical", "none"):
+                    flagger = model_fingerprint(str(rewards.rm_folder(flagger)))
+                dkey = Cache.key("detector", akey, opening, flagger)
                 dflags = cache.get(dkey)
                 if dflags is None:
                     dflags = detector_flags(det, records, answers["texts"])
