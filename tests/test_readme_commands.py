@@ -201,6 +201,10 @@ CASES = {
     "uv run python bench_judge.py --probes --quick": Case(
         add="--limit 3", check=out_has("intact over broken")
     ),
+    "uv run python bench_judge.py --reward rm:models/rm-smollm2-135m-v2 --stance-probes "
+    "data/reads/sft_grpo_eval,data/reads/sft_grpo13_eval --quick": Case(
+        add="--limit 3", check=out_has("stance control: wanted over unwanted")
+    ),
     "uv run python train_rm.py --init models/rm-smollm2-135m --broken-negatives 1 "
     "--train-layers 8 --steps 160 --lr 1e-4 --warmup-steps 10 --eval-every 40 --val-limit 160 "
     "--out models/my-rm2": Case(
