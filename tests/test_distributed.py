@@ -259,9 +259,11 @@ def test_two_ranks_resume_exactly(two_rank_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_reward_model_on_two_ranks_equals_one_process(tmp_path):
+def test_reward_model_on_two_ranks_equals_one_process(tmp_path, float32_loads):
     """train_rm.py: each rank takes half of every batch of pairs; an odd pair count leaves one
-    batch of a single pair, so one rank sits that step out (its share is 0)."""
+    batch of a single pair, so one rank sits that step out (its share is 0). At float32 on every
+    backend (`float32_loads`): the 1e-5 weight check is a float32 tolerance; at float16 the two
+    summation orders differ by ~0.016 after training (measured, session 18)."""
     from helpers import save_checkpoint
     from test_reward_model import write_pairs
 
