@@ -31,6 +31,7 @@ import broken_text
 import diversity
 import errors
 import rewards
+import rm_data
 import stance_probes
 import stats
 import strict_json
@@ -204,15 +205,9 @@ def probe_report(scorer, pairs: list[dict], seed: int = 0) -> dict:
         raise rewards.RewardError(
             f"no pair has a better answer of >= {broken_text.MIN_WORDS} words to break"
         )
-    items = {}  # (prompt, answer, category) -> index: intact answers repeat across kinds
-    for p in probes:
-        for k in ("better", "worse"):
-            items.setdefault((p["prompt"], p[k], p["category"]), len(items))
-    keys = list(items)
-    s = scorer([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]).values
-    scores = np.array([s[items[(p["prompt"], p[k], p["category"])]] for p in probes
-                       for k in ("better", "worse")], dtype=np.float64)  # fmt: skip
-    credit = pair_credit(scores)
+    # intact answers repeat across kinds: each is scored once
+    better, worse = rm_data.pair_scores(lambda *texts: scorer(*texts).values, probes)
+    credit = stats.pair_credit(better, worse, failed=0.5)
     out = {}
     for kind in broken_text.KINDS:
         c = credit[[p["kind"] == f"broken_{kind}" for p in probes]]
@@ -292,15 +287,14 @@ def select_pairs(path: str, split: str | None, limit: int | None) -> list[dict]:
 
 def run(a) -> dict:
     pairs = select_pairs(a.pairs, a.split, a.limit)
-    stance = None  # read before any model loads: a bad read-set file fails first
-    if a.stance_probes:
-        stance = stance_probes.pairs(stance_probes.load(a.stance_probes.split(",")))
+    sets = a.stance_probes.split(",") if a.stance_probes else []
+    stance = stance_probes.pairs(stance_probes.load(sets)) if sets else None  # before any model
     gwen = Gwen.load(a.model)
     judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
     ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
     out = {"pairs": a.pairs, "split": a.split, "n_pairs": len(pairs), "model": a.model}
-    if a.stance_probes:
-        out["stance_probe_sets"] = a.stance_probes.split(",")
+    if sets:
+        out["stance_probe_sets"] = sets
     sink = open(a.scores_out, "w") if a.scores_out else None  # noqa: SIM115
     try:
         out["rewards"] = {

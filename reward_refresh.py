@@ -167,17 +167,9 @@ class Refresher:
         its group (reward_model.score's shared prefix: equal to whole rows within 1e-4)."""
         if not drawn:
             return float("nan"), float("nan")
-        rows = {}
-        for p in drawn:
-            for side in ("better", "worse"):
-                rows.setdefault((p["prompt"], p[side], p["category"]), len(rows))
-        keys = list(rows)
-        scores = np.asarray(
-            self.rm.score(*zip(*keys, strict=True), 2 * self.s.batch, share_prefix=True),
-            np.float64,
+        b, w = rm_data.pair_scores(
+            lambda *texts: self.rm.score(*texts, 2 * self.s.batch, share_prefix=True), drawn
         )
-        b = scores[[rows[(p["prompt"], p["better"], p["category"])] for p in drawn]]
-        w = scores[[rows[(p["prompt"], p["worse"], p["category"])] for p in drawn]]
         credit, loss = rm_data.pair_metrics(b, w)
         return float(np.mean(loss)), float(np.mean(credit))
 

@@ -30,6 +30,22 @@ def pair_metrics(better, worse, margin: float = 0.0) -> tuple[np.ndarray, np.nda
     return credit, np.logaddexp(0.0, -(better - worse - margin))
 
 
+def pair_scores(score, pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(better, worse) float64 scores of `pairs` (dicts with prompt, better, worse, category):
+    each distinct (prompt, answer, category) is scored once, by one call of
+    `score(prompts, answers, categories)`, in first-seen order (a group's answers stay together,
+    so a shared-prefix scorer reads each prompt once). `pairs` must not be empty."""
+    rows: dict[tuple, int] = {}
+    for p in pairs:
+        for side in ("better", "worse"):
+            rows.setdefault((p["prompt"], p[side], p["category"]), len(rows))
+    keys = list(rows)
+    s = np.asarray(score([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+                   np.float64)  # fmt: skip
+    better = s[[rows[(p["prompt"], p["better"], p["category"])] for p in pairs]]
+    return better, s[[rows[(p["prompt"], p["worse"], p["category"])] for p in pairs]]
+
+
 class PairData:
     """Preference pairs: a batch runs the better answers then the worse ones; Bradley-Terry loss
     -log sigmoid(r_better - r_worse - margin); accuracy = better scored above worse, a tie half

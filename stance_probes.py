@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 import gold
+import read_set
+import rm_data
 import stats
 from prompts import DataError
 
@@ -33,7 +35,6 @@ ORDER = {  # category -> (wanted labels, unwanted labels)
     "nonsense": (("flags_nonsense",), ("answers",)),
     "control": (("answers",), PUSHBACK),
 }
-READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
 
 
 def load(dirs) -> list[dict]:
@@ -45,7 +46,7 @@ def load(dirs) -> list[dict]:
             if not (d / name).is_file():
                 raise FileNotFoundError(f"{d / name} not found: a read set folder needs both "
                                         "answers.jsonl and labels.jsonl (read_set.py)")  # fmt: skip
-        for r in gold.load_gold(d / "answers.jsonl", d / "labels.jsonl", READ_FIELDS):
+        for r in gold.load_gold(d / "answers.jsonl", d / "labels.jsonl", read_set.READ_FIELDS):
             key = (r["category"], r["prompt"], r["answer"])
             if key not in seen:
                 seen.add(key)
@@ -78,15 +79,7 @@ def report(score, probe_pairs: list[dict]) -> dict:
     if not probe_pairs:
         raise DataError("no stance probe pairs: the read sets hold no prompt with both a wanted "
                         "and an unwanted label (stance_probes.ORDER)")  # fmt: skip
-    items: dict[tuple, int] = {}
-    for p in probe_pairs:
-        for k in ("better", "worse"):
-            items.setdefault((p["prompt"], p[k], p["category"]), len(items))
-    keys = list(items)
-    s = np.asarray(score([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
-                   dtype=np.float64)  # fmt: skip
-    b = np.array([s[items[(p["prompt"], p["better"], p["category"])]] for p in probe_pairs])
-    w = np.array([s[items[(p["prompt"], p["worse"], p["category"])]] for p in probe_pairs])
+    b, w = rm_data.pair_scores(score, probe_pairs)
     credit = stats.pair_credit(b, w, failed=0.5)
     out = {}
     for cat in ORDER:
