@@ -96,6 +96,11 @@ class RMTrainConfig:
         0, "add N broken variants (cut, shuffled, repeat, filler) of each better answer as worse"
     )
     init: str | None = _f(None, "start from this reward-model folder's weights (same config)")
+    extra_pairs: str | None = _f(
+        None, "more pairs (same format) whose train and val splits join --pairs' (e.g. "
+        "data/rm_read_pairs.jsonl: the policies' own answers, labelled by reading)"
+    )
+    extra_repeat: int = _f(1, "train on each --extra-pairs train pair this many times per epoch")
 
     def __post_init__(self):
         for name in ("steps", "batch_pairs", "eval_every"):
@@ -108,6 +113,10 @@ class RMTrainConfig:
         kinds = len(broken_text.KINDS)
         if not 0 <= self.broken_negatives <= kinds:
             raise ValueError(f"broken_negatives={self.broken_negatives}: use 0..{kinds}")
+        if self.extra_repeat < 1:
+            raise ValueError(f"extra_repeat={self.extra_repeat} must be >= 1")
+        if self.extra_pairs and self.labels:
+            raise ValueError("extra_pairs are preference pairs: they need --pairs, not --labels")
         if self.broken_negatives and self.labels:
             raise ValueError(
                 "broken_negatives makes preference pairs: it needs --pairs, not --labels"
@@ -139,6 +148,8 @@ def check_data(cfg) -> None:
         load_pushback_labels(cfg.labels)
     else:
         load_pairs(cfg.pairs)
+        if cfg.extra_pairs:
+            load_pairs(cfg.extra_pairs)
 
 
 def length_batches(lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
@@ -191,6 +202,10 @@ def load_data(cfg, rm) -> tuple[dict, object, object]:
                 splits[name], broken_text.KINDS, "train", cfg.seed, cfg.broken_negatives
             )
             splits[name] = interleave(splits[name], extra)  # --val-limit keeps both kinds
+    if cfg.extra_pairs:  # after the broken variants: those are made from --pairs' answers only
+        more = split_records(load_pairs(cfg.extra_pairs))
+        splits["train"] = interleave(splits["train"], more["train"] * cfg.extra_repeat)
+        splits["val"] = interleave(splits["val"], more["val"])
     if not splits["train"]:
         raise DataError(f"{cfg.data_path()}: no record has split 'train'; nothing to train on")
     counts = {k: len(v) for k, v in splits.items()}
@@ -401,6 +416,7 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
         "objective": "bce" if cfg.labels else "bradley_terry",
         "data": cfg.data_path(),
         "data_sha256": file_sha256(cfg.data_path()),
+        "extra_data_sha256": file_sha256(cfg.extra_pairs) if cfg.extra_pairs else None,
         "split_counts": counts,
         "trained_steps": t.step,
         "selected_step": t.best["step"] if t.best_weights is not None else t.step,

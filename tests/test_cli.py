@@ -184,6 +184,7 @@ BUILDERS = {
     "make_gold": (["--prompts", MISSING], ["--round", "2", "--append", "--out", FILE]),
     "make_happy_prompts": (None, ["--out", FILE]),
     "make_rm_data": (None, ["--out", FILE]),
+    "make_rm_read_pairs": (None, ["--out", FILE]),
     "make_sft": (None, ["--out", FILE]),
 }
 

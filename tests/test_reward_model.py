@@ -381,3 +381,10 @@ def test_broken_negatives_and_init(base, tmp_path):
         train_rm.Trainer(other)
     with pytest.raises(ValueError, match="broken_negatives=5"):
         train_rm.RMTrainConfig(**common, broken_negatives=5)
+    # --extra-pairs: its train split (repeated --extra-repeat times) and val split join --pairs'
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps({**x, "id": "m" + x["id"]}) + "\n" for x in rows[4:]))
+    both = train_rm.Trainer(train_rm.RMTrainConfig(**common, extra_pairs=str(more), extra_repeat=2))
+    assert both.counts == {"train": 6 + 2 * 2, "val": 3 + 3, "test": 0}
+    with pytest.raises(ValueError, match="extra_repeat=0"):
+        train_rm.RMTrainConfig(**common, extra_pairs=str(more), extra_repeat=0)
