@@ -14,7 +14,8 @@ the eval read sets measure the result (bench_judge.py --stance-probes) and never
 split is a hash of its normalized text (a fifth `val`, the rest `train`; no `test`: the held-out
 figure is the stance probe on eval read sets). One prompt gives at most --per-prompt pairs (drawn
 seeded), so a group of eight answers does not outweigh the rest. Writes data/rm_read_pairs.jsonl
-(prompts.load_pairs format, `source` "policy_reads"; --out names the folder), byte-identical on every run; train with
+(prompts.load_pairs format, `source` "policy_reads"; --out names the folder), byte-identical on
+every run; train with
 
     uv run python train_rm.py --extra-pairs data/rm_read_pairs.jsonl ...
 
@@ -86,8 +87,10 @@ def build(rows: list[dict], banned: set[str], per_prompt: int, seed: int) -> lis
     in a fixed order, as load_pairs records. ValueError if a prompt is in `banned` (normalized)."""
     held = sorted({r["prompt"] for r in rows if norm(r["prompt"]) in banned})
     if held:
-        raise DataError(f"{len(held)} read prompts are evaluation prompts (first: {held[0]!r}); "
-                        "read sets of eval prompts must not train: drop them from the build")  # fmt: skip
+        raise DataError(
+            f"{len(held)} read prompts are evaluation prompts (first: {held[0]!r}); "
+            "read sets of eval prompts must not train: drop them from the build"
+        )
     seen, distinct = set(), []
     for r in rows:
         key = (r["category"], norm(r["prompt"]), r["answer"].strip())
@@ -99,7 +102,7 @@ def build(rows: list[dict], banned: set[str], per_prompt: int, seed: int) -> lis
         by_prompt.setdefault((p["category"], p["prompt"]), []).append(p)
     rng, out = random.Random(seed), []
     for (cat, prompt), ps in sorted(by_prompt.items()):
-        for i, p in enumerate(rng.sample(ps, min(per_prompt, len(ps)))):
+        for p in rng.sample(ps, min(per_prompt, len(ps))):
             out.append({"id": f"read-{KIND[cat]}-{len(out):05d}", "criterion": CRITERION[cat],
                         "category": cat, "prompt": prompt, "better": p["better"],
                         "worse": p["worse"], "kind": KIND[cat], "source": "policy_reads",
