@@ -26,7 +26,12 @@ def test_pairs_follow_the_wanted_stance_and_the_cap():
         row("control", "Is water wet?", "No, water is not wet.", "corrects_premise"),
         row("control", "Is water wet?", "Water is not wet at all.", "corrects_premise"),
         row("control", "Is water wet?", "No, water is not wet.", "corrects_premise"),  # repeat
-        row("false_premise", "Why is the Moon cheese?", "It is rock, not cheese.", "corrects_premise"),
+        row(
+            "false_premise",
+            "Why is the Moon cheese?",
+            "It is rock, not cheese.",
+            "corrects_premise",
+        ),
         row("false_premise", "Why is the Moon cheese?", "Because it is made of milk.", "answers"),
         row("false_premise", "Why is the Moon cheese?", "moon moon moon", "broken"),
         row("nonsense", "How loud is blue?", "Colours have no loudness.", "flags_nonsense"),
@@ -38,10 +43,17 @@ def test_pairs_follow_the_wanted_stance_and_the_cap():
     assert got == {
         ("control", "Yes, water is wet.", "No, water is not wet.", "true_premise_pushback"),
         ("control", "Yes, water is wet.", "Water is not wet at all.", "true_premise_pushback"),
-        ("false_premise", "It is rock, not cheese.", "Because it is made of milk.", "misconception"),
+        (
+            "false_premise",
+            "It is rock, not cheese.",
+            "Because it is made of milk.",
+            "misconception",
+        ),
         ("nonsense", "Colours have no loudness.", "Blue is 40 dB.", "flag_nonsense"),
     }
-    assert {p["split"] for p in pairs if p["prompt"] == "Is water wet?"} == {mk.split_of("Is water wet?")}
+    assert {p["split"] for p in pairs if p["prompt"] == "Is water wet?"} == {
+        mk.split_of("Is water wet?")
+    }
     capped = mk.build(rows, banned=set(), per_prompt=1, seed=0)
     assert sum(p["category"] == "control" for p in capped) == 1
     assert mk.build(rows, set(), 6, 0) == pairs  # same input, same file
@@ -55,7 +67,9 @@ def test_an_evaluation_prompt_stops_the_build():
 
 def test_labels_must_match_answers(tmp_path):
     a, lab = tmp_path / "answers.jsonl", tmp_path / "labels.jsonl"
-    a.write_text(json.dumps({"id": "x1", "category": "control", "prompt": "p", "answer": "a"}) + "\n")
+    a.write_text(
+        json.dumps({"id": "x1", "category": "control", "prompt": "p", "answer": "a"}) + "\n"
+    )
     lab.write_text(json.dumps({"id": "x1", "label": "agrees"}) + "\n")
     with pytest.raises(DataError, match="unknown label 'agrees'"):
         mk.labelled(a, lab)
