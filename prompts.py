@@ -66,6 +66,7 @@ SPLITS = ("train", "val", "test")
 # The default files, relative to the repository root (the commands run from it).
 TRAIN_PROMPTS = "data/prompts.jsonl"  # the values task's training prompts
 EVAL_PROMPTS = "data/eval.jsonl"  # its held-out prompts: evaluation, routing eval, quantize's KL
+EVAL_EXTERNAL = "data/eval_external.jsonl"  # held-out prompts from external sets (make_rm_data.py)
 RM_PAIRS = "data/rm_pairs.jsonl"  # reward-model preference pairs with their splits
 EVAL_NOTES = "data/eval_notes.jsonl"  # what is false or nonsensical in eval prompts (grade.py)
 # What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
@@ -370,6 +371,15 @@ def load_judge_pairs(path) -> list[dict]:
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES}
     return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
+
+
+def held_out_prompts(root) -> set[str]:
+    """The normalized texts (`norm`) of every evaluation prompt, EVAL_PROMPTS and EVAL_EXTERNAL
+    under the repository folder `root`: what no training file may hold."""
+    out = set()
+    for f in (EVAL_PROMPTS, EVAL_EXTERNAL):
+        out |= {norm(r["prompt"]) for r in load_prompts(Path(root) / f)}
+    return out
 
 
 def load_pairs(path) -> list[dict]:

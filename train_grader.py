@@ -53,7 +53,7 @@ from grade import (
     softmax,
     within_side,
 )
-from prompts import EVAL_NOTES, load_notes, load_prompts, load_pushback_labels, norm
+from prompts import EVAL_NOTES, load_notes, load_pushback_labels, norm
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -73,13 +73,6 @@ KIND_LABEL = {
 # the policies' own answers, read and labelled ("policy_run": read sets added with --with-reads)
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
-
-
-def eval_prompts() -> set[str]:
-    out = set()
-    for f in (prompts_mod.EVAL_PROMPTS, "data/eval_external.jsonl"):
-        out |= {norm(r["prompt"]) for r in load_prompts(ROOT / f)}
-    return out
 
 
 def rec(source, category, prompt, answer, label, split):
@@ -187,7 +180,7 @@ def run_reads(folders: list[str]) -> list[dict]:
     (seed 17) validate. A folder holding an evaluation prompt is refused: those stay held out."""
     if not folders:
         return []
-    out, banned = [], eval_prompts()
+    out, banned = [], prompts_mod.held_out_prompts(ROOT)
     for d in folders:
         folder = Path(d)
         for name in ("answers.jsonl", "labels.jsonl"):
@@ -257,7 +250,7 @@ def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False,
     if with_flags:
         data += flag_answers()
     data += run_reads(reads)
-    banned = eval_prompts()
+    banned = prompts_mod.held_out_prompts(ROOT)
     kept = [r for r in data if norm(r["prompt"]) not in banned]
     train_prompts = {norm(r["prompt"]) for r in kept if r["split"] == "train"}
     # splits disjoint by prompt: a validation record whose prompt trains is dropped

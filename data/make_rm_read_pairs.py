@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 import errors  # noqa: E402
 import stance_probes  # noqa: E402
 from gold import LABELS  # noqa: E402
-from prompts import DataError, load_pairs, load_prompts, norm, output_folder  # noqa: E402
+from prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
 
 READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance")
 GRADER_FILES = (("policy", ""), ("policy", "2"), ("flag", ""), ("flag", "2"))
@@ -54,7 +54,7 @@ def labelled(answers: Path, labels: Path, every: bool = True) -> tuple[list[dict
         if not path.is_file():
             raise DataError(f"{path} not found: a read set is an answers file and its labels file")
     lab = {r["id"]: r["label"] for r in map(json.loads, labels.open(encoding="utf-8"))}
-    rows = [r for r in map(json.loads, answers.open(encoding="utf-8"))]
+    rows = list(map(json.loads, answers.open(encoding="utf-8")))
     ids = {r["id"] for r in rows}
     problems = [f"label {i!r} names no answer" for i in sorted(set(lab) - ids)[:3]]
     if every:
@@ -126,10 +126,7 @@ def main(argv=None) -> int:
         rows += got
         print(f"{name}: {len(got)} labelled answers" + (f" ({unlabelled} unlabelled, left out)"
                                                         if unlabelled else ""))  # fmt: skip
-    banned = set()
-    for f in ("data/eval.jsonl", "data/eval_external.jsonl"):
-        banned |= {norm(r["prompt"]) for r in load_prompts(ROOT / f)}
-    pairs = build(rows, banned, args.per_prompt, args.seed)
+    pairs = build(rows, held_out_prompts(ROOT), args.per_prompt, args.seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs)
