@@ -19,10 +19,11 @@ import json
 import os
 import sys
 from collections import Counter
+from pathlib import Path
 
 import strict_json
 from errors import as_user_error, cli
-from prompts import ANSWER_LABELS, CATEGORIES, data_error, read_jsonl
+from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, read_jsonl
 from stats import cohen_kappa, wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,6 +110,29 @@ def _label_problems(label: dict, category: str) -> list[str]:
     if "\n" in label["reason"]:
         problems.append("reason spans several lines; keep it to one")
     return problems
+
+
+def join_labels(answers: Path, labels: Path, every: bool = True) -> tuple[list[dict], int]:
+    """(each labelled answer row with its label's `label`, how many answers have no label): the
+    plain join by id of a sampled answers file and its reading labels (`id`, `label`, any other
+    fields), for the read sets and data/grader's sampled files that train graders and reward
+    models (load_gold is the gold set's stricter reader). A label naming no answer or an unknown
+    label is a DataError; so is an unlabelled answer when `every` (a read set labels every
+    answer; data/grader's sampled files label a part)."""
+    for path in (answers, labels):
+        if not Path(path).is_file():
+            raise DataError(f"{path} not found: a read set is an answers file and its labels file")
+    lab = {r["id"]: r["label"] for r in map(json.loads, Path(labels).open(encoding="utf-8"))}
+    rows = list(map(json.loads, Path(answers).open(encoding="utf-8")))
+    ids = {r["id"] for r in rows}
+    problems = [f"label {i!r} names no answer" for i in sorted(set(lab) - ids)[:3]]
+    if every:
+        problems += [f"answer {i!r} has no label" for i in sorted(ids - set(lab))[:3]]
+    problems += [f"{i!r}: unknown label {v!r}" for i, v in lab.items() if v not in LABELS][:3]
+    if problems:
+        raise DataError(f"{labels}: " + "; ".join(problems))
+    out = [r | {"label": lab[r["id"]]} for r in rows if r["id"] in lab]
+    return out, len(rows) - len(out)
 
 
 def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE, answer_fields=None) -> list[dict]:

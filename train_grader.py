@@ -126,15 +126,13 @@ def broken(source: list[dict], rng) -> list[dict]:
 
 def read_labelled(answers: Path, labels: Path, source: str, seed: int) -> list[dict]:
     """Sampled answers (id, prompt_id, category, prompt, answer) and their reading labels (id,
-    label), joined by id; answers left unlabelled are skipped, a label naming no answer is a
-    ValueError. A third of the prompts (random.Random(seed)) is the validation slice."""
-    lab = {r["id"]: r for r in map(json.loads, labels.open())}
-    rows = [r for r in map(json.loads, answers.open()) if r["id"] in lab]
-    if len(rows) != len(lab):
-        raise ValueError(f"{labels}: {len(lab) - len(rows)} labels name no answer in {answers}")
+    label), joined by id (gold.join_labels: answers left unlabelled are skipped, a label naming no
+    answer or an unknown label is a DataError). A third of the prompts (random.Random(seed)) is
+    the validation slice."""
+    rows, _ = gold.join_labels(answers, labels, every=False)
     prompts = sorted({r["prompt_id"] for r in rows})
     held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
-    return [rec(source, r["category"], r["prompt"], r["answer"], lab[r["id"]]["label"],
+    return [rec(source, r["category"], r["prompt"], r["answer"], r["label"],
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import errors  # noqa: E402
 import stance_probes  # noqa: E402
-from gold import LABELS  # noqa: E402
+from gold import join_labels  # noqa: E402
 from prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
 
 READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance")
@@ -44,27 +44,6 @@ KIND = {"false_premise": "misconception", "nonsense": "flag_nonsense",
         "control": "true_premise_pushback"}  # fmt: skip
 CRITERION = {"false_premise": "scrutiny", "nonsense": "nonsense", "control": "scrutiny"}
 OUT_NAME = "rm_read_pairs.jsonl"
-
-
-def labelled(answers: Path, labels: Path, every: bool = True) -> tuple[list[dict], int]:
-    """(answers joined with their labels by id, how many answers have no label). A label naming
-    no answer or an unknown label is a DataError; so is an unlabelled answer when `every` (a read
-    set labels every answer; data/grader's sampled files label a part)."""
-    for path in (answers, labels):
-        if not path.is_file():
-            raise DataError(f"{path} not found: a read set is an answers file and its labels file")
-    lab = {r["id"]: r["label"] for r in map(json.loads, labels.open(encoding="utf-8"))}
-    rows = list(map(json.loads, answers.open(encoding="utf-8")))
-    ids = {r["id"] for r in rows}
-    problems = [f"label {i!r} names no answer" for i in sorted(set(lab) - ids)[:3]]
-    if every:
-        problems += [f"answer {i!r} has no label" for i in sorted(ids - set(lab))[:3]]
-    problems += [f"{i!r}: unknown label {v!r}" for i, v in lab.items() if v not in LABELS][:3]
-    if problems:
-        raise DataError(f"{labels}: " + "; ".join(problems))
-    out = [{"category": r["category"], "prompt": r["prompt"], "answer": r["answer"],
-            "label": lab[r["id"]]} for r in rows if r["id"] in lab]  # fmt: skip
-    return out, len(rows) - len(out)
 
 
 def sources(root: Path = ROOT) -> list[tuple[str, Path, Path, bool]]:
@@ -122,7 +101,7 @@ def main(argv=None) -> int:
     out = output_folder(args.out) / OUT_NAME
     rows = []
     for name, answers, labels, every in sources():
-        got, unlabelled = labelled(answers, labels, every)
+        got, unlabelled = join_labels(answers, labels, every)
         rows += got
         print(f"{name}: {len(got)} labelled answers" + (f" ({unlabelled} unlabelled, left out)"
                                                         if unlabelled else ""))  # fmt: skip

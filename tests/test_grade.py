@@ -219,7 +219,7 @@ def test_flag_labels_naming_no_answer_are_refused(tmp_path, monkeypatch):
     labels = [{"id": i, "label": "answers", "pushback": False} for i in ("f-0", "f-9")]
     (grader_dir / "flag_labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
     monkeypatch.setattr(train_grader, "ROOT", tmp_path)
-    with pytest.raises(ValueError, match="1 labels name no answer"):
+    with pytest.raises(ValueError, match="'f-9' names no answer"):
         train_grader.flag_answers()
 
 

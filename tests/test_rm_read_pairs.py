@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "data"))
 
 import make_rm_read_pairs as mk  # noqa: E402
 
+import gold  # noqa: E402
 from prompts import DataError, load_pairs  # noqa: E402
 
 
@@ -72,12 +73,12 @@ def test_labels_must_match_answers(tmp_path):
     )
     lab.write_text(json.dumps({"id": "x1", "label": "agrees"}) + "\n")
     with pytest.raises(DataError, match="unknown label 'agrees'"):
-        mk.labelled(a, lab)
+        gold.join_labels(a, lab)
     lab.write_text(json.dumps({"id": "x2", "label": "answers"}) + "\n")
     with pytest.raises(DataError, match="'x2' names no answer.*'x1' has no label"):
-        mk.labelled(a, lab)
+        gold.join_labels(a, lab)
     lab.write_text("")  # a sampled file labels a part: the rest is counted, not an error
-    assert mk.labelled(a, lab, every=False) == ([], 1)
+    assert gold.join_labels(a, lab, every=False) == ([], 1)
 
 
 def test_the_repository_file_is_what_the_builder_makes(tmp_path, capsys):
