@@ -34,7 +34,7 @@ import reward_model
 import rubric
 from diversity import jaccard, word_count
 from errors import UserError
-from prompts import DataError, fold, load_notes, reference_hits
+from prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
@@ -679,11 +679,14 @@ REWARDS: dict[str, Entry] = {
 
 @dataclass(frozen=True)
 class Component:
-    """One part of a reward: registry `name`, `weight` in the sum, keyword `args` for it."""
+    """One part of a reward: registry `name`, `weight` in the sum, keyword `args` for it, and
+    optionally the prompt `categories` it scores (a reward file's `categories:` list)."""
 
     name: str
     weight: float = 1.0
     args: dict = dataclasses.field(default_factory=dict)
+    # the prompt categories it scores (None: every row); other rows get 0 and are not scored
+    categories: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -706,6 +709,7 @@ def check_components(components: list[Component], source: str) -> list[Component
             )
         if not (isinstance(c.weight, int | float) and math.isfinite(c.weight) and c.weight > 0):
             raise RewardError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
+        _check_categories(c, source)
         try:
             REWARDS[c.name].check(**c.args)
         except TypeError as e:
@@ -716,6 +720,21 @@ def check_components(components: list[Component], source: str) -> list[Component
     if len(set(labels)) != len(labels):
         raise RewardError(f"{source}: a component appears twice: {labels}")
     return components
+
+
+def _check_categories(c: Component, source: str) -> None:
+    if c.categories is None:
+        return
+    known = (*CATEGORIES, *chess_task.TASKS)
+    cats = c.categories
+    listed = isinstance(cats, tuple)
+    bad = [x for x in cats if x not in known] if listed else []
+    if not listed or not cats or bad or len(set(cats)) != len(cats):
+        raise RewardError(
+            f"{source}: {c.name} categories {list(cats) if listed else cats!r} must be a "
+            f"non-empty list of distinct prompt categories from {list(known)}"
+            + (f" ({bad[0]!r} is not one)" if bad else "")
+        )
 
 
 def parse_spec(spec: str) -> list[Component]:
@@ -772,7 +791,8 @@ def load_reward_config(path: str) -> list[Component]:
             raise RewardError(f"{path}: components[{i}] needs a `name` (one of {sorted(REWARDS)})")
         item = dict(item)
         name, weight = item.pop("name"), item.pop("weight", 1.0)
-        out.append(Component(name, weight, item))
+        cats = item.pop("categories", None)
+        out.append(Component(name, weight, item, tuple(cats) if isinstance(cats, list) else cats))
     return check_components(out, path)
 
 
@@ -804,16 +824,10 @@ class Scorer:
         n = len(completions)
         total, failures, per_part = np.zeros(n), 0, []
         for comp, fn in self.parts:
-            s = fn(prompts, completions, categories)
-            values = np.asarray(s.values, dtype=np.float64)
-            if values.shape != (n,):
-                raise ValueError(
-                    f"reward {comp.name!r} returned {values.shape} values for {n} completions: "
-                    "a reward must give one float per completion"
-                )
+            values, details, fails = self._part(comp, fn, prompts, completions, categories)
             total += comp.weight * values
-            failures += s.failures
-            per_part.append((comp, values, s.details))
+            failures += fails
+            per_part.append((comp, values, details))
         if self.length_per_word > 0:
             total += np.asarray(
                 length_penalty(
@@ -821,6 +835,41 @@ class Scorer:
                 )
             )
         return Scores(total, _merge_details(per_part, n), failures)
+
+
+    @staticmethod
+    def _part(comp, fn, prompts, completions, categories):
+        """One component's (values, details, failures) on every row; a component limited to
+        some categories is called on their rows only, the others get 0 and `scored: 0`."""
+        n = len(completions)
+        rows = list(range(n))
+        if comp.categories is not None:
+            if categories is None or len(categories) != n:
+                raise RewardError(
+                    f"reward {comp.label!r} scores only {list(comp.categories)} prompts, but "
+                    f"the rows came with categories {categories!r} for {n} completions"
+                )
+            rows = [i for i in rows if categories[i] in comp.categories]
+        values, fails = np.zeros(n), 0
+        s = None
+        if rows:
+            pick = (lambda xs: xs) if len(rows) == n else (lambda xs: [xs[i] for i in rows])
+            cats = None if categories is None else pick(categories)
+            s = fn(pick(prompts), pick(completions), cats)
+            got = np.asarray(s.values, dtype=np.float64)
+            if got.shape != (len(rows),):
+                raise ValueError(
+                    f"reward {comp.name!r} returned {got.shape} values for {len(rows)} "
+                    "completions: a reward must give one float per completion"
+                )
+            values[rows], fails = got, s.failures
+        if comp.categories is None:
+            return values, s.details, fails
+        details = [{"scored": 0.0} for _ in range(n)]
+        scored = s.details if s is not None and s.details else [{}] * len(rows)
+        for i, d in zip(rows, scored, strict=True):
+            details[i] = {**d, "scored": 1.0}
+        return values, details, fails
 
 
 def _merge_details(per_part, n: int) -> list[dict] | None:

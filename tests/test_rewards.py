@@ -176,6 +176,10 @@ def test_reward_config_file_binds_arguments(tmp_path, rm_folder):
         ("components: [{name: fn, file: nope.py, function: f}]", "does not exist"),
         ("rewards: []", "components"),
         ("components: [", "not valid YAML"),
+        ("components: [{name: happy, categories: [control, contrl]}]", "'contrl' is not one"),
+        ("components: [{name: happy, categories: []}]", "non-empty list"),
+        ("components: [{name: happy, categories: control}]", "non-empty list"),
+        ("components: [{name: happy, categories: [control, control]}]", "distinct"),
     ],
 )
 def test_reward_config_errors_name_the_file_and_fix(tmp_path, body, msg):
@@ -214,6 +218,39 @@ def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
     got = score(rewards.Scorer(parts), ["u", "v"])
     assert got.values.tolist() == [0.25 * 1.0 + 0.75 * 2.0] * 2 and got.failures == 2
     assert got.details[0] == {"happy": 1.0, "happy/x": 1.0, "rm:p": 2.0}
+
+
+def test_a_component_limited_to_categories_scores_only_their_rows(tmp_path):
+    """`categories:` in a reward file: the component sees only its categories' rows (in order),
+    the other rows get 0 from it and `scored: 0` in its details; the others still score all."""
+    seen = []
+
+    def rm_like(prompts, completions, categories):
+        seen.append((list(prompts), list(categories)))
+        return rewards.Scores(np.array([10.0 + len(c) for c in completions]), None, 1)
+
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(
+        "components:\n"
+        "  - {name: happy, weight: 2, categories: [false_premise, nonsense]}\n"
+        "  - {name: asks_question}\n"
+    )
+    comps = rewards.load_reward_config(str(cfg))
+    assert comps[0].categories == ("false_premise", "nonsense") and comps[1].categories is None
+    cats = ["control", "false_premise", "curiosity", "nonsense"]
+    asks = rewards._plain(rewards.asks_question)
+    scorer = rewards.Scorer([(comps[0], rm_like), (comps[1], asks)])
+    got = scorer(["p0", "p1", "p2", "p3"], ["a", "bb", "ccc?", "dddd"], cats)
+    assert seen == [(["p1", "p3"], ["false_premise", "nonsense"])]
+    # 2 * (10 + len) on the two scored rows, 0 elsewhere; + 1 for the question on row 2
+    assert got.values.tolist() == [0.0, 24.0, 1.0, 28.0] and got.failures == 1
+    assert [d["happy/scored"] for d in got.details] == [0.0, 1.0, 0.0, 1.0]
+    assert [d["happy"] for d in got.details] == [0.0, 12.0, 0.0, 14.0]
+    # a batch without those categories calls nothing; rows without categories cannot be sorted
+    seen.clear()
+    assert scorer(["p"], ["a"], ["control"]).values.tolist() == [0.0] and seen == []
+    with pytest.raises(rewards.RewardError, match=r"scores only \['false_premise', 'nonsense'\]"):
+        scorer(["p"], ["a"], None)
 
 
 def test_asks_question_needs_a_question_mark_after_a_word():
