@@ -33,8 +33,8 @@ import errors  # noqa: E402
 from diversity import word_count  # noqa: E402
 from prompts import (  # noqa: E402
     CATEGORIES,
-    EVAL_PROMPTS,
     DataError,
+    held_out_prompts,
     load_prompts,
     norm,
     output_folder,
@@ -44,7 +44,7 @@ OUT = ROOT / "data" / "sft"
 SHARED = ROOT.parent / "shared" / "datasets"
 MAX_WORDS = 65
 SHARED_RUN = 10  # words in a row an answer may not share with any grader answer
-EVAL_FILES = (EVAL_PROMPTS, "data/eval_external.jsonl", "data/gold/answers.jsonl")
+GOLD_ANSWERS = "data/gold/answers.jsonl"
 GRADER_FILES = ("data/grader/written.jsonl", "data/pushback_labels.jsonl")
 GRADER_GLOB = "data/grader/policy_answers*.jsonl"
 ENDS = re.compile(r"[.!?][\"')]?$")
@@ -73,7 +73,8 @@ def grader_texts() -> tuple[set, set, set]:
 
 
 def eval_prompts() -> set:
-    return {norm(r["prompt"]) for f in EVAL_FILES for r in _jsonl(ROOT / f)}
+    """prompts.held_out_prompts and the gold set's prompts (normalized)."""
+    return held_out_prompts(ROOT) | {norm(r["prompt"]) for r in _jsonl(ROOT / GOLD_ANSWERS)}
 
 
 def check_entry(pid, cat, answer, prompts, banned, grader) -> list[str]:
