@@ -6,7 +6,7 @@ turns the labelled read sets of training prompts into same-prompt preference pai
 stance over the unwanted one (stance_probes.ORDER: a correction over going along on a false
 premise, a flag over answering nonsense, a plain answer over needless pushback on a control):
 
-    data/reads/warm_policy, ctl_disputes_grpo5, policy_runs_fpns, rollouts_stance
+    data/reads/warm_policy, ctl_disputes_grpo5, policy_runs_fpns, rollouts_stance, ctl_sft
     data/grader/policy_answers*.jsonl, flag_answers*.jsonl   (+ their *_labels*.jsonl)
 
 A prompt that is an evaluation prompt (data/eval.jsonl, data/eval_external.jsonl) stops the build:
@@ -38,7 +38,7 @@ import stance_probes  # noqa: E402
 from gold import join_labels  # noqa: E402
 from prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
 
-READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance")
+READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance", "ctl_sft")
 GRADER_FILES = (("policy", ""), ("policy", "2"), ("flag", ""), ("flag", "2"))
 KIND = {"false_premise": "misconception", "nonsense": "flag_nonsense",
         "control": "true_premise_pushback"}  # fmt: skip
