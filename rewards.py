@@ -852,7 +852,7 @@ class Scorer:
             rows = [i for i in rows if categories[i] in comp.categories]
         values, fails = np.zeros(n), 0
         s = None
-        if rows:
+        if rows or comp.categories is None:  # an unlimited component sees even an empty batch
             pick = (lambda xs: xs) if len(rows) == n else (lambda xs: [xs[i] for i in rows])
             cats = None if categories is None else pick(categories)
             s = fn(pick(prompts), pick(completions), cats)
