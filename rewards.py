@@ -836,40 +836,38 @@ class Scorer:
             )
         return Scores(total, _merge_details(per_part, n), failures)
 
-
     @staticmethod
     def _part(comp, fn, prompts, completions, categories):
         """One component's (values, details, failures) on every row; a component limited to
         some categories is called on their rows only, the others get 0 and `scored: 0`."""
         n = len(completions)
-        rows = list(range(n))
-        if comp.categories is not None:
-            if categories is None or len(categories) != n:
-                raise RewardError(
-                    f"reward {comp.label!r} scores only {list(comp.categories)} prompts, but "
-                    f"the rows came with categories {categories!r} for {n} completions"
-                )
-            rows = [i for i in rows if categories[i] in comp.categories]
-        values, fails = np.zeros(n), 0
-        s = None
-        if rows or comp.categories is None:  # an unlimited component sees even an empty batch
-            pick = (lambda xs: xs) if len(rows) == n else (lambda xs: [xs[i] for i in rows])
-            cats = None if categories is None else pick(categories)
-            s = fn(pick(prompts), pick(completions), cats)
-            got = np.asarray(s.values, dtype=np.float64)
-            if got.shape != (len(rows),):
-                raise ValueError(
-                    f"reward {comp.name!r} returned {got.shape} values for {len(rows)} "
-                    "completions: a reward must give one float per completion"
-                )
-            values[rows], fails = got, s.failures
         if comp.categories is None:
-            return values, s.details, fails
-        details = [{"scored": 0.0} for _ in range(n)]
-        scored = s.details if s is not None and s.details else [{}] * len(rows)
-        for i, d in zip(rows, scored, strict=True):
-            details[i] = {**d, "scored": 1.0}
+            s = fn(prompts, completions, categories)
+            return _values(comp, s, n), s.details, s.failures
+        if categories is None or len(categories) != n:
+            raise RewardError(
+                f"reward {comp.label!r} scores only {list(comp.categories)} prompts, but "
+                f"the rows came with categories {categories!r} for {n} completions"
+            )
+        rows = [i for i in range(n) if categories[i] in comp.categories]
+        values, details, fails = np.zeros(n), [{"scored": 0.0} for _ in range(n)], 0
+        if rows:
+            s = fn(*([xs[i] for i in rows] for xs in (prompts, completions, categories)))
+            values[rows], fails = _values(comp, s, len(rows)), s.failures
+            for i, d in zip(rows, s.details or [{}] * len(rows), strict=True):
+                details[i] = {**d, "scored": 1.0}
         return values, details, fails
+
+
+def _values(comp: Component, s: Scores, n: int) -> np.ndarray:
+    """A component's values as float64, raising unless it gave one per completion."""
+    values = np.asarray(s.values, dtype=np.float64)
+    if values.shape != (n,):
+        raise ValueError(
+            f"reward {comp.name!r} returned {values.shape} values for {n} completions: "
+            "a reward must give one float per completion"
+        )
+    return values
 
 
 def _merge_details(per_part, n: int) -> list[dict] | None:
