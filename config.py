@@ -21,6 +21,7 @@ import rewards
 import tasks
 from errors import UserError
 from load_weights import MODEL_HELP
+from prompts import CATEGORIES
 
 _f = flags.option
 
@@ -54,6 +55,11 @@ class TrainConfig:
         0,
         "of those, this many (record, twin) pairs from records with a `pair` field, each pair "
         "in the same step; the rest from unpaired records (0 = off: one shuffled stream)",
+    )
+    single_categories: str | None = _f(
+        None,
+        "with --pairs-per-step: the categories the rest of each step is drawn from, "
+        "comma-separated (default: every unpaired record), e.g. to balance the twins' controls",
     )
     group_size: int = _f(8, "completions G per prompt (>= 2 for a group baseline)")
     max_new_tokens: int = _f(64, "generation cap per completion")
@@ -163,6 +169,19 @@ class TrainConfig:
             f"pairs_per_step={self.pairs_per_step}: use 0 to prompts_per_step / 2 "
             f"({self.prompts_per_step // 2}); each pair takes two of the step's prompts",
         )
+        if self.single_categories is not None:
+            named = self.single_category_list()
+            need(
+                self.pairs_per_step > 0,
+                f"single_categories={self.single_categories!r} needs --pairs-per-step >= 1 "
+                "(it picks the unpaired part of a paired step)",
+            )
+            bad = [c for c in named if c not in CATEGORIES]
+            need(
+                named and not bad and len(set(named)) == len(named),
+                f"single_categories={self.single_categories!r}: name each of "
+                f"{', '.join(CATEGORIES)} at most once (bad: {bad or 'empty or repeated'})",
+            )
         need(
             self.prompts_per_step % self.grad_accum == 0,
             f"prompts_per_step={self.prompts_per_step} is not divisible by grad_accum="
@@ -323,6 +342,11 @@ class TrainConfig:
 
     def lora_target_list(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
+
+    def single_category_list(self) -> list[str] | None:
+        if self.single_categories is None:
+            return None
+        return [c.strip() for c in self.single_categories.split(",") if c.strip()]
 
     def lora_config(self) -> dict | None:
         """What checkpoint.save records for the adapters (None for full fine-tuning)."""

@@ -514,14 +514,31 @@ class PromptStream:
 
 class PairedStream:
     """Each batch: `pairs_per_step` pairs (a record and its twin, `pair` ids; both in the batch,
-    one after the other), then the rest from the records in no pair. Two PromptStreams, one
+    one after the other), then the rest from the records in no pair (only those of
+    `single_categories` when given: with twins as the controls, the unpaired controls can be left
+    out so a step's rows are not mostly controls). Two PromptStreams, one
     over the pairs and one over the others, each with its own cursor; state() holds both.
 
     A step then holds false premises beside their true twins (knowledge/learning_run.md,
     attempt 12): what the policy learns from the pair is what tells the two apart."""
 
-    def __init__(self, records: list[dict], seed: int, pairs_per_step: int):
+    def __init__(
+        self,
+        records: list[dict],
+        seed: int,
+        pairs_per_step: int,
+        single_categories: list[str] | None = None,
+    ):
         pairs, singles = pairs_and_singles(records)
+        if single_categories is not None:
+            have = {r["category"] for r in singles}
+            missing = [c for c in single_categories if c not in have]
+            if missing:
+                raise ValueError(
+                    f"single_categories names {missing}, but no unpaired record has that "
+                    f"category (unpaired: {sorted(have)}); drop it from --single-categories"
+                )
+            singles = [r for r in singles if r["category"] in single_categories]
         if pairs_per_step < 1 or not pairs:
             raise ValueError(
                 f"PairedStream needs pairs_per_step >= 1 (got {pairs_per_step}) and records with "
@@ -559,10 +576,18 @@ class PairedStream:
             self.singles.load_state(state["singles"])
 
 
-def prompt_stream(records: list[dict], seed: int, pairs_per_step: int = 0):
-    """PromptStream, or PairedStream when pairs_per_step > 0."""
+def prompt_stream(
+    records: list[dict],
+    seed: int,
+    pairs_per_step: int = 0,
+    single_categories: list[str] | None = None,
+):
+    """PromptStream, or PairedStream when pairs_per_step > 0 (its unpaired part limited to
+    `single_categories` when given)."""
     if pairs_per_step:
-        return PairedStream(records, seed, pairs_per_step)
+        return PairedStream(records, seed, pairs_per_step, single_categories)
+    if single_categories is not None:
+        raise ValueError("single_categories needs pairs_per_step >= 1")
     return PromptStream(records, seed)
 
 

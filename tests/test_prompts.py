@@ -388,6 +388,25 @@ def test_paired_stream_keeps_each_pair_in_one_batch_and_resumes(tmp_path):
     assert sorted(r["id"] for r in plain.next_batch(11)) == sorted(r["id"] for r in records)
 
 
+def test_paired_stream_draws_its_unpaired_part_from_the_named_categories(tmp_path):
+    main, twins = paired_files(tmp_path)
+    extra = [{"id": f"c{i}", "category": "control", "prompt": f"control {i}?"} for i in range(4)]
+    more = write_prompts(tmp_path / "more.jsonl", extra)
+    records = load_prompts(f"{main},{twins},{more}")
+    every = prompt_stream(records, seed=0, pairs_per_step=1)
+    drawn = {r["id"][0] for _ in range(9) for r in every.next_batch(4)[2:]}
+    assert drawn == {"s", "c"}, drawn  # by default the unpaired controls come too
+    only = prompt_stream(records, seed=0, pairs_per_step=1, single_categories=["nonsense"])
+    batches = [[r["id"] for r in only.next_batch(4)] for _ in range(5)]
+    assert all(b[0][0] == "f" and b[1][0] == "t" for b in batches), batches  # pairs untouched
+    singles = [x for b in batches[:2] for x in b[2:]] + [batches[2][2]]
+    assert sorted(singles) == [f"s{i}" for i in range(5)], "only nonsense, one pass per epoch"
+    with pytest.raises(ValueError, match=r"names \['curiosity'\], but no unpaired record"):
+        prompt_stream(records, seed=0, pairs_per_step=1, single_categories=["curiosity"])
+    with pytest.raises(ValueError, match="needs pairs_per_step >= 1"):
+        prompt_stream(records, seed=0, single_categories=["nonsense"])
+
+
 def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held_out):
     records = load_prompts(f"{TRAIN},{os.path.join(DATA, 'twins.jsonl')}")
     pairs, _ = pairs_and_singles(records)

@@ -479,6 +479,14 @@ def test_paired_run_keeps_twins_in_one_step_and_resumes_exactly(tmp_path):
     data = f"{tmp_path / 'p.jsonl'},{tmp_path / 'w.jsonl'}"
     with pytest.raises(ValueError, match="pairs_per_step=2: use 0 to prompts_per_step / 2"):
         tiny_config(tmp_path, data=data, pairs_per_step=2)
+    for bad, message in (
+        (dict(single_categories="nonsense"), "needs --pairs-per-step >= 1"),
+        (dict(pairs_per_step=1, single_categories="nonsens"), r"bad: \['nonsens'\]"),
+        (dict(pairs_per_step=1, single_categories="nonsense,nonsense"), "empty or repeated"),
+        (dict(pairs_per_step=1, single_categories=" , "), "empty or repeated"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tiny_config(tmp_path, data=data, **bad)
     kw = dict(data=data, pairs_per_step=1)
     full = tiny_policy()
     d_full = train.run(tiny_config(tmp_path / "a", **kw), policy=full, reward_fn=low_tokens)
