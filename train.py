@@ -128,9 +128,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         reference=reference,
         scorer=scorer,
         optimizer=optimizer,
-        stream=prompt_stream(
-            records, cfg.seed, cfg.pairs_per_step, cfg.single_category_list()
-        ),
+        stream=prompt_stream(records, cfg.seed, cfg.pairs_per_step, cfg.single_category_list()),
         eval_records=eval_records,
         controller=grpo.AdaptiveKLController(cfg.kl_coef, cfg.kl_target, cfg.kl_horizon),
         metrics=distributed.main_only(lambda: runlog.MetricsLog(run_dir / "metrics.jsonl")),

@@ -9,7 +9,11 @@ evaluation grader's data never holds that prompt nor shares a 10-word run with t
 answer is at most 65 words and ends a sentence; corrections and true-premise answers are equal in
 number. falseqa.jsonl takes N rebuttals and N plain answers from ../shared/datasets/falseqa (read
 here, never committed: it states no license), none of them among the rows the grader trains or
-validates on (train_grader.build_data). Deterministic: the same inputs give the same bytes.
+validates on (train_grader.build_data). twins.jsonl holds the answers of
+data/sft/twin_answers.yaml: plain answers to the true twins (data/twins.jsonl) of false-premise
+prompts that answers.yaml corrects, so each twin and its false premise form a minimal pair of
+answers (the same checks; a twin whose false premise has no correction is refused).
+Deterministic: the same inputs give the same bytes.
 
 Run from the repo root:  uv run python data/make_sft.py [--falseqa 150 [--pairs]] [--out DIR]
 """
@@ -77,11 +81,13 @@ def eval_prompts() -> set:
     return held_out_prompts(ROOT) | {norm(r["prompt"]) for r in _jsonl(ROOT / GOLD_ANSWERS)}
 
 
-def check_entry(pid, cat, answer, prompts, banned, grader) -> list[str]:
+def check_entry(
+    pid, cat, answer, prompts, banned, grader, source="data/prompts.jsonl"
+) -> list[str]:
     """Problems with one answers.yaml entry (empty if fine)."""
     g_prompts, g_answers, g_runs = grader
     if pid not in prompts:
-        return [f"{pid} is not a prompt id of data/prompts.jsonl"]
+        return [f"{pid} is not a prompt id of {source}"]
     rec, problems = prompts[pid], []
     if rec["category"] != cat:
         problems.append(f"{pid} is a {rec['category']} prompt, listed under {cat}")
@@ -127,6 +133,42 @@ def written_records() -> list[dict]:
             f"{n['false_premise']} corrections but {n['control']} true-premise answers; keep them "
             "equal so the policy does not learn to dispute every premise"
         )
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
+    return records
+
+
+def twin_records(written: list[dict]) -> list[dict]:
+    """twin_answers.yaml checked and turned into control records, one per true twin whose false
+    premise `written` corrects (DataError listing every problem)."""
+    source = OUT / "twin_answers.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not data:
+        raise DataError(f"{source}: expected a mapping of twin ids (tw-...) to answers")
+    both = load_prompts(f"{ROOT / 'data' / 'prompts.jsonl'},{ROOT / 'data' / 'twins.jsonl'}")
+    twins = {r["id"]: r for r in both if "pair" in r}
+    corrected = {r["prompt_id"] for r in written if r["category"] == "false_premise"}
+    banned, grader = eval_prompts(), grader_texts()
+    seen = {norm(r["answer"]): r["prompt_id"] for r in written}
+    records, problems = [], []
+    for pid, answer in data.items():
+        problems += check_entry(
+            pid, "control", answer, twins, banned, grader, source="data/twins.jsonl"
+        )
+        if pid in twins and twins[pid]["pair"] not in corrected:
+            problems.append(
+                f"{pid}: its false premise {twins[pid]['pair']} has no answer in answers.yaml; "
+                "write that correction first (the two make a minimal pair)"
+            )
+        if norm(str(answer)) in seen:
+            problems.append(f"{pid}: same answer as {seen[norm(str(answer))]}")
+        seen[norm(str(answer))] = pid
+        if pid in twins:
+            records.append(
+                {"id": f"sft-{pid}", "prompt_id": pid, "category": "control",
+                 "prompt": twins[pid]["prompt"], "answer": " ".join(str(answer).split())}
+            )  # fmt: skip
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
@@ -216,12 +258,15 @@ def main(argv=None) -> int:
         )
     output_folder(a.out)
     records = written_records()
+    twin = twin_records(records)
     if a.pairs and not a.falseqa:
         raise errors.UserError("--pairs without --falseqa N: give the number of pairs to draw")
     extra = falseqa_records(a.falseqa, a.seed, a.pairs) if a.falseqa else []
     write(a.out / "written.jsonl", records)
     counts = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
     print(f"wrote {a.out / 'written.jsonl'}: {len(records)} records {counts}")
+    write(a.out / "twins.jsonl", twin)
+    print(f"wrote {a.out / 'twins.jsonl'}: {len(twin)} answers to true twins (minimal pairs)")
     if extra:
         write(a.out / "falseqa.jsonl", extra)
         print(f"wrote {a.out / 'falseqa.jsonl'}: {len(extra)} records (not for the repository)")

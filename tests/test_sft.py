@@ -23,7 +23,7 @@ import lora
 import sft
 import train
 from load_weights import load, resolve
-from prompts import load_sft
+from prompts import load_prompts, load_sft
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package
@@ -263,6 +263,13 @@ def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
         assert (out / "written.jsonl").read_bytes() == shipped
+        assert (out / "twins.jsonl").read_bytes() == (ROOT / "data/sft/twins.jsonl").read_bytes()
+    twins = load_sft(ROOT / "data/sft/twins.jsonl")
+    corrected = {r["prompt_id"] for r in load_sft(ROOT / "data/sft/written.jsonl")}
+    both = load_prompts(f"{ROOT / 'data/prompts.jsonl'},{ROOT / 'data/twins.jsonl'}")
+    pair_of = {r["id"]: r["pair"] for r in both if "pair" in r}
+    assert len(twins) >= 80 and all(r["category"] == "control" for r in twins)
+    assert all(pair_of[r["prompt_id"]] in corrected for r in twins), "every twin is half a pair"
     cats = [r["category"] for r in load_sft(ROOT / "data/sft/written.jsonl")]
     assert cats.count("false_premise") == cats.count("control") > 100
     assert set(cats) == set(sft.CATEGORIES) and len(cats) > 200
@@ -288,6 +295,26 @@ def test_builder_refuses_eval_prompts_grader_text_and_long_answers():
     ]
     for found, words in cases:
         assert len(found) == 1 and words in found[0], (words, found)
+
+
+def test_twin_answers_refuse_a_twin_without_its_correction_and_a_repeat(tmp_path, monkeypatch):
+    (tmp_path / "twin_answers.yaml").write_text(
+        "tw-0001: The wall is far too narrow to pick out from the Moon, a few metres wide.\n"
+        "tw-0002: Neil Armstrong, in July 1969, who said it was one small step.\n"
+    )
+    monkeypatch.setattr(make_sft, "OUT", tmp_path)
+    corrected = [{"prompt_id": "fp-0002", "category": "false_premise", "answer": "No one yet."}]
+    with pytest.raises(
+        make_sft.DataError, match="tw-0001: its false premise fp-0001 has no answer"
+    ):
+        make_sft.twin_records(corrected)
+    both = corrected + [{"prompt_id": "fp-0001", "category": "false_premise", "answer": "x."}]
+    records = make_sft.twin_records(both)
+    assert [r["prompt_id"] for r in records] == ["tw-0001", "tw-0002"]
+    assert all(r["category"] == "control" and r["id"] == "sft-" + r["prompt_id"] for r in records)
+    (tmp_path / "twin_answers.yaml").write_text("tw-0002: No one yet.\n")
+    with pytest.raises(make_sft.DataError, match="same answer as fp-0002"):
+        make_sft.twin_records(both)
 
 
 def test_falseqa_pairs_keep_both_members_or_neither(tmp_path, monkeypatch, capsys):
