@@ -107,41 +107,56 @@ def check_entry(
     return problems
 
 
-def written_records() -> list[dict]:
-    """answers.yaml checked and turned into records (DataError listing every problem)."""
+def _checked(entries, prompts, prompt_file, seen, texts) -> tuple[list[dict], list[str]]:
+    """(records, problems) of `(prompt id, category, answer)` entries: each checked by
+    check_entry against `prompts` and against every answer in `seen` (normalized answer -> id,
+    updated here), so no answer repeats within or across the files built."""
+    banned, grader = texts
+    records, problems = [], []
+    for pid, cat, answer in entries:
+        problems += check_entry(pid, cat, answer, prompts, banned, grader, prompt_file)
+        if norm(str(answer)) in seen:
+            problems.append(f"{pid}: same answer as {seen[norm(str(answer))]}")
+        seen[norm(str(answer))] = pid
+        if pid in prompts:
+            records.append(
+                {"id": f"sft-{pid}", "prompt_id": pid, "category": cat,
+                 "prompt": prompts[pid]["prompt"], "answer": " ".join(str(answer).split())}
+            )  # fmt: skip
+    return records, problems
+
+
+def _refuse(source: Path, problems: list[str]) -> None:
+    """Raise one DataError naming the first problem, the count and the next five."""
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
+
+
+def written_records(texts=None) -> list[dict]:
+    """answers.yaml checked and turned into records (DataError listing every problem).
+    `texts`: (eval_prompts(), grader_texts()), read here when not given."""
     source = OUT / "answers.yaml"
     data = yaml.safe_load(source.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or set(data) - set(CATEGORIES):
         raise DataError(f"{source}: top-level keys must be categories {CATEGORIES}")
     prompts = {r["id"]: r for r in load_prompts(ROOT / "data" / "prompts.jsonl")}
-    banned, grader = eval_prompts(), grader_texts()
-    records, problems, seen = [], [], {}
-    for cat in CATEGORIES:
-        for pid, answer in (data.get(cat) or {}).items():
-            problems += check_entry(pid, cat, answer, prompts, banned, grader)
-            if norm(str(answer)) in seen:
-                problems.append(f"{pid}: same answer as {seen[norm(str(answer))]}")
-            seen[norm(str(answer))] = pid
-            if pid in prompts:
-                records.append(
-                    {"id": f"sft-{pid}", "prompt_id": pid, "category": cat,
-                     "prompt": prompts[pid]["prompt"], "answer": " ".join(str(answer).split())}
-                )  # fmt: skip
+    entries = [(pid, c, a) for c in CATEGORIES for pid, a in (data.get(c) or {}).items()]
+    texts = texts or (eval_prompts(), grader_texts())
+    records, problems = _checked(entries, prompts, "data/prompts.jsonl", {}, texts)
     n = {c: sum(r["category"] == c for r in records) for c in CATEGORIES}
     if n["false_premise"] != n["control"]:
         problems.append(
             f"{n['false_premise']} corrections but {n['control']} true-premise answers; keep them "
             "equal so the policy does not learn to dispute every premise"
         )
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
+    _refuse(source, problems)
     return records
 
 
-def twin_records(written: list[dict]) -> list[dict]:
+def twin_records(written: list[dict], texts=None) -> list[dict]:
     """twin_answers.yaml checked and turned into control records, one per true twin whose false
-    premise `written` corrects (DataError listing every problem)."""
+    premise `written` corrects (DataError listing every problem). `texts` as written_records'."""
     source = OUT / "twin_answers.yaml"
     data = yaml.safe_load(source.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not data:
@@ -149,29 +164,17 @@ def twin_records(written: list[dict]) -> list[dict]:
     both = load_prompts(f"{ROOT / 'data' / 'prompts.jsonl'},{ROOT / 'data' / 'twins.jsonl'}")
     twins = {r["id"]: r for r in both if "pair" in r}
     corrected = {r["prompt_id"] for r in written if r["category"] == "false_premise"}
-    banned, grader = eval_prompts(), grader_texts()
     seen = {norm(r["answer"]): r["prompt_id"] for r in written}
-    records, problems = [], []
-    for pid, answer in data.items():
-        problems += check_entry(
-            pid, "control", answer, twins, banned, grader, source="data/twins.jsonl"
-        )
-        if pid in twins and twins[pid]["pair"] not in corrected:
-            problems.append(
-                f"{pid}: its false premise {twins[pid]['pair']} has no answer in answers.yaml; "
-                "write that correction first (the two make a minimal pair)"
-            )
-        if norm(str(answer)) in seen:
-            problems.append(f"{pid}: same answer as {seen[norm(str(answer))]}")
-        seen[norm(str(answer))] = pid
-        if pid in twins:
-            records.append(
-                {"id": f"sft-{pid}", "prompt_id": pid, "category": "control",
-                 "prompt": twins[pid]["prompt"], "answer": " ".join(str(answer).split())}
-            )  # fmt: skip
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise DataError(f"{source}: {problems[0]}{more}: " + "; ".join(problems[1:6]))
+    texts = texts or (eval_prompts(), grader_texts())
+    entries = [(pid, "control", answer) for pid, answer in data.items()]
+    records, problems = _checked(entries, twins, "data/twins.jsonl", seen, texts)
+    problems += [
+        f"{pid}: its false premise {twins[pid]['pair']} has no answer in answers.yaml; "
+        "write that correction first (the two make a minimal pair)"
+        for pid in data
+        if pid in twins and twins[pid]["pair"] not in corrected
+    ]
+    _refuse(source, problems)
     return records
 
 
@@ -257,8 +260,9 @@ def main(argv=None) -> int:
             f"--falseqa {a.falseqa}: give a count >= 0 (0 writes no FalseQA file)"
         )
     output_folder(a.out)
-    records = written_records()
-    twin = twin_records(records)
+    texts = (eval_prompts(), grader_texts())  # read once for both files
+    records = written_records(texts)
+    twin = twin_records(records, texts)
     if a.pairs and not a.falseqa:
         raise errors.UserError("--pairs without --falseqa N: give the number of pairs to draw")
     extra = falseqa_records(a.falseqa, a.seed, a.pairs) if a.falseqa else []
