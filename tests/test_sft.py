@@ -58,6 +58,17 @@ def test_embedded_tokenizer_ends_the_answer_with_im_end(smollm):
     assert tok.decode(tokens[:n_prompt]).endswith("<|im_start|>assistant\n")
 
 
+def test_every_shipped_answer_fits_the_default_answer_limit(smollm):
+    """The builder caps words (65); sft.py caps tokens (80 with EOS) and refuses the whole run on
+    one long answer. Every shipped answer must pass the token cap under the embedded tokenizer."""
+    limit = sft.SFTConfig().max_answer_tokens
+    for name in ("written.jsonl", "twins.jsonl"):
+        records = load_sft(ROOT / "data/sft" / name)
+        encoded = sft.encode_all(smollm.tokenizer, records, limit)  # raises naming the record
+        longest = max(len(t) - p for t, p in encoded)
+        assert 40 < longest <= limit, (name, longest)
+
+
 def _reference_loss(model, examples) -> float:
     """Each row alone, unpadded: float64 log-softmax of the logits, NLL of the answer targets."""
     total = count = 0.0
