@@ -228,6 +228,9 @@ CASES = {
     "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
         check=out_has("control: pushback", "smollm2-135m")
     ),
+    "uv run python premise_probe.py --model smollm2-135m": Case(
+        add="--limit 20", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
+    ),
     "uv run python train.py --config recipes/values_smollm2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe", check=metrics_lines("recipe", 1)
     ),

@@ -1,0 +1,254 @@
+"""Does a frozen model know which premise is false? A linear probe on minimal pairs.
+
+Stance training can only teach *when* to push back if the model can tell a false premise from
+the same sentence with the fact made true. This reads the residual stream at the last prompt
+token (where the answer's first word is decided; the prompt in the chat template, as the policy
+reads it) after the embedding and after every block, and fits a ridge classifier per layer on
+minimal pairs: each record of the pairs file that names another with `pair` is the true twin of
+that one (data/twins.jsonl beside data/prompts.jsonl). Folds split by pair, so both halves of a
+pair are always on the same side; the ridge strength is picked by an inner split of the training
+pairs only. The figure is held-out **pairwise accuracy**: the share of held-out pairs whose
+false half scores above its true twin (chance 0.5), with a Wilson interval over pairs. The peer,
+in the same run, is the same probe on the prompts' bag of words (on a minimal pair only the
+changed words differ, so it measures what the surface alone gives away).
+
+    uv run python premise_probe.py --model smollm2-135m --json
+
+A result and its reading: knowledge/learning_run.md ("Does the 135M model know ...").
+"""
+
+import argparse
+import re
+import sys
+
+import backend
+
+# isort: split
+import mlx.core as mx
+import numpy as np
+from tqdm import tqdm
+
+import chat_format
+import errors
+import stats
+import strict_json
+from load_weights import load
+from prompts import DataError, load_prompts
+
+DEFAULT_PAIRS = "data/prompts.jsonl,data/twins.jsonl"
+STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+INNER_FOLDS = 4
+
+
+def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
+    """(false, true twin) for every record that names its partner with `pair`; load_prompts has
+    already checked that each named id exists and is named once."""
+    by_id = {r["id"]: r for r in records}
+    pairs = [(by_id[r["pair"]], r) for r in records if "pair" in r]
+    if not pairs:
+        raise DataError(
+            "the pairs file has no record with a `pair` field (a true twin naming its false "
+            "premise's id); pass e.g. --pairs data/prompts.jsonl,data/twins.jsonl"
+        )
+    return pairs
+
+
+def fold_of_pairs(n_pairs: int, folds: int, seed: int) -> np.ndarray:
+    """Fold index (0..folds-1) of each pair: a seeded shuffle dealt round-robin."""
+    if n_pairs < 2 * folds:
+        raise DataError(f"{n_pairs} pairs are too few for {folds} folds (need >= {2 * folds})")
+    order = np.random.default_rng(seed).permutation(n_pairs)
+    fold = np.empty(n_pairs, dtype=np.int64)
+    fold[order] = np.arange(n_pairs) % folds
+    return fold
+
+
+def last_token_states(model, tokenizer, prompts: list[str], progress: bool = True) -> np.ndarray:
+    """(N, layers + 1, D) float64: the residual stream at each prompt's last token after the
+    embedding (index 0) and after block i (index i + 1), the prompt in the chat template."""
+    n_layers = len(model.layers)
+    out = []
+    for text in tqdm(prompts, desc="states", unit="prompt", disable=not progress, file=sys.stderr):
+        tokens = mx.array([chat_format.chat_tokens(tokenizer, text)])
+        h = model.embed(tokens)
+        rows = [h[0, -1]]
+        for i in range(n_layers):
+            h = model.blocks(h, range(i, i + 1))
+            rows.append(h[0, -1])
+        out.append(np.array(mx.stack(rows).astype(mx.float32), dtype=np.float64))
+    return np.stack(out)
+
+
+def bag_of_words(prompts: list[str]) -> np.ndarray:
+    """(N, V) 0/1: which lower-cased words each prompt holds (the vocabulary of all prompts:
+    it is unsupervised, labels never enter it)."""
+    words = [set(re.findall(r"[a-z0-9']+", p.lower())) for p in prompts]
+    vocab = {w: i for i, w in enumerate(sorted(set().union(*words)))}
+    x = np.zeros((len(prompts), len(vocab)))
+    for row, ws in enumerate(words):
+        x[row, [vocab[w] for w in ws]] = 1.0
+    return x
+
+
+def ridge_fit(x: np.ndarray, y: np.ndarray, strength: float):
+    """Ridge regression of y (+-1) on standardized x with an intercept: returns score(x_new).
+    Solved in whichever of the primal (D x D) or dual (N x N) form is smaller."""
+    mean, std = x.mean(0), x.std(0)
+    std[std < 1e-8] = 1.0  # a constant column carries nothing; keep it at zero
+    z = (x - mean) / std
+    y0 = y.mean()
+    n, d = z.shape
+    if d <= n:
+        w = np.linalg.solve(z.T @ z + strength * np.eye(d), z.T @ (y - y0))
+    else:
+        w = z.T @ np.linalg.solve(z @ z.T + strength * np.eye(n), y - y0)
+    return lambda x_new: ((x_new - mean) / std) @ w + y0
+
+
+def pair_margins(x: np.ndarray, fold: np.ndarray, strengths=STRENGTHS, seed: int = 0):
+    """Held-out score(false) - score(twin) of every pair. x is (2P, D): rows 2k (false) and
+    2k + 1 (twin) are pair k; fold (P,) its outer fold. The strength of each outer fold is the
+    one with the best inner pairwise accuracy on its training pairs (ties: the stronger)."""
+    p = len(fold)
+    y = np.tile([1.0, -1.0], p)
+    margins = np.empty(p)
+    chosen = []
+    for f in range(fold.max() + 1):
+        train = np.flatnonzero(fold != f)
+        inner = fold_of_pairs(len(train), INNER_FOLDS, seed + 1 + f)
+        best = (-1.0, 0.0)
+        for s in strengths:
+            acc = _accuracy(_margins(x, y, train, inner, s))
+            best = max(best, (acc, s))
+        strength = best[1]
+        chosen.append(strength)
+        test = np.flatnonzero(fold == f)
+        score = ridge_fit(x[_rows(train)], y[_rows(train)], strength)
+        margins[test] = _pair_diff(score(x[_rows(test)]))
+    return margins, chosen
+
+
+def _margins(x, y, pairs, fold, strength) -> np.ndarray:
+    """Cross-validated margins of `pairs` (indices into x's pairs) under `fold`."""
+    out = np.empty(len(pairs))
+    for f in range(fold.max() + 1):
+        tr, te = pairs[fold != f], pairs[fold == f]
+        score = ridge_fit(x[_rows(tr)], y[_rows(tr)], strength)
+        out[fold == f] = _pair_diff(score(x[_rows(te)]))
+    return out
+
+
+def _rows(pairs: np.ndarray) -> np.ndarray:
+    return np.stack([2 * pairs, 2 * pairs + 1], axis=1).reshape(-1)
+
+
+def _pair_diff(scores: np.ndarray) -> np.ndarray:
+    return scores[0::2] - scores[1::2]
+
+
+def _accuracy(margins: np.ndarray) -> float:
+    """Share of pairs with the false half above its twin (a tie counts a half)."""
+    return float(np.mean((margins > 0) + 0.5 * (margins == 0)))
+
+
+def figure(margins: np.ndarray) -> dict:
+    """Pairwise accuracy with a Wilson interval over pairs (ties counted as half a win)."""
+    wins = float(np.sum((margins > 0) + 0.5 * (margins == 0)))
+    lo, hi = stats.wilson(round(wins), len(margins))
+    return {"pairwise_accuracy": wins / len(margins), "ci95": [lo, hi], "n_pairs": len(margins)}
+
+
+def probe_model(ref: str, pairs, fold, read_layer: int, seed: int, progress: bool) -> dict:
+    model, tokenizer = load(ref, mx.float32)  # probes read float32 states on every backend
+    n_layers = len(model.layers)
+    if not 0 <= read_layer <= n_layers:
+        raise errors.UserError(
+            f"--layer {read_layer} is outside 0..{n_layers} for {ref} "
+            f"(0 = the embedding, i = after block i)"
+        )
+    texts = [t["prompt"] for pair in pairs for t in pair]
+    states = last_token_states(model, tokenizer, texts, progress)
+    layers = []
+    for layer in range(n_layers + 1):
+        margins, chosen = pair_margins(states[:, layer], fold, seed=seed)
+        layers.append({"layer": layer, **figure(margins), "strengths": chosen})
+        if layer == read_layer:
+            read_margins = margins
+    best = max(layers, key=lambda r: r["pairwise_accuracy"])
+    return {
+        "model": ref,
+        "blocks": n_layers,
+        "read_layer": layers[read_layer],
+        "best_layer_after_the_fact": {k: best[k] for k in ("layer", "pairwise_accuracy", "ci95")},
+        "layers": layers,
+        "pair_margins_at_read_layer": [
+            {"false": a["id"], "twin": b["id"], "margin": float(m)}
+            for (a, b), m in zip(pairs, read_margins, strict=True)
+        ],
+    }
+
+
+@errors.cli
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="a model reference (repeat for several), each probed on the same folds",
+    )
+    p.add_argument(
+        "--pairs",
+        default=DEFAULT_PAIRS,
+        help="prompt files joined by commas; a record naming a `pair` is a true twin",
+    )
+    p.add_argument("--folds", type=int, default=5, help="outer folds, split by pair")
+    p.add_argument(
+        "--layer",
+        type=int,
+        default=20,
+        help="the layer whose figure is read (0: embedding, i: after block i)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
+    p.add_argument("--limit", type=int, default=None, help="probe the first N pairs (a quick look)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    a = p.parse_args(argv)
+    if a.folds < 2:
+        p.error(f"--folds must be at least 2, got {a.folds}")
+    if a.limit is not None and a.limit < 1:
+        p.error(f"--limit must be at least 1, got {a.limit}")
+    with errors.as_user_error(ValueError):
+        pairs = minimal_pairs(load_prompts(a.pairs))[: a.limit]
+        fold = fold_of_pairs(len(pairs), a.folds, a.seed)
+    backend.announce()
+    texts = [t["prompt"] for pair in pairs for t in pair]
+    bow, _ = pair_margins(bag_of_words(texts), fold, seed=a.seed)
+    result = {
+        "pairs_file": a.pairs,
+        "n_pairs": len(pairs),
+        "folds": a.folds,
+        "feature": "residual stream at the last prompt token (chat template)",
+        "bag_of_words": figure(bow),
+        "models": [probe_model(m, pairs, fold, a.layer, a.seed, not a.json) for m in a.model],
+    }
+    if a.json:
+        print(strict_json.dumps(result))
+        return 0
+    print(f"{len(pairs)} minimal pairs, {a.folds} folds by pair; pairwise accuracy (chance 0.5)")
+    print(f"bag of words (peer): {stats.show(_as_fig(result['bag_of_words']))}")
+    for m in result["models"]:
+        print(f"\n{m['model']}: read layer {a.layer}: {stats.show(_as_fig(m['read_layer']))}")
+        for row in m["layers"]:
+            print(
+                f"  layer {row['layer']:>2}  {row['pairwise_accuracy']:.3f}  "
+                f"[{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]"
+            )
+    return 0
+
+
+def _as_fig(row: dict) -> dict:
+    return {"value": row["pairwise_accuracy"], "ci95": row["ci95"], "n": row["n_pairs"]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

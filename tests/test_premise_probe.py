@@ -1,0 +1,176 @@
+"""premise_probe.py: folds by pair, the ridge probe against numpy references, the residual-stream
+states against the model's own forward, and the command's output and input errors."""
+
+import json
+
+import backend  # noqa: F401
+
+# isort: split
+import mlx.core as mx
+import numpy as np
+import pytest
+from helpers import LLAMA, save_checkpoint, tiny_model, tiny_tokenizer
+
+import premise_probe as pp
+from prompts import DataError
+
+
+def test_folds_deal_every_pair_once_and_balanced():
+    fold = pp.fold_of_pairs(23, 5, seed=3)
+    assert sorted(np.bincount(fold).tolist()) == [4, 4, 5, 5, 5]
+    assert (fold == pp.fold_of_pairs(23, 5, seed=3)).all()
+    assert not (fold == pp.fold_of_pairs(23, 5, seed=4)).all()
+    with pytest.raises(DataError, match="9 pairs are too few for 5 folds"):
+        pp.fold_of_pairs(9, 5, seed=0)
+
+
+@pytest.mark.parametrize("n,d", [(40, 6), (10, 30)])  # primal (d <= n) and dual forms
+def test_ridge_equals_the_augmented_least_squares_reference(n, d):
+    rng = np.random.default_rng(0)
+    x, x_new = rng.normal(size=(n, d)) * 3 + 1, rng.normal(size=(5, d))
+    y = np.sign(rng.normal(size=n))
+    strength = 7.0
+    score = pp.ridge_fit(x, y, strength)(x_new)
+    # reference: ridge on standardized columns, unpenalized intercept, as one lstsq problem
+    mean, std = x.mean(0), x.std(0)
+    z = (x - mean) / std
+    a = np.vstack(
+        [
+            np.hstack([z, np.ones((n, 1))]),
+            np.hstack([np.sqrt(strength) * np.eye(d), np.zeros((d, 1))]),
+        ]
+    )
+    coef = np.linalg.lstsq(a, np.concatenate([y, np.zeros(d)]), rcond=None)[0]
+    ref = ((x_new - mean) / std) @ coef[:d] + coef[d]
+    np.testing.assert_allclose(score, ref, rtol=1e-8, atol=1e-8)
+
+
+def _paired(n_pairs, signal, rng):
+    """(2P, 8) rows: false half then twin; dimension 0 carries `signal` (+ for the false half)."""
+    base = rng.normal(size=(n_pairs, 8))
+    x = np.repeat(base, 2, axis=0) + 0.3 * rng.normal(size=(2 * n_pairs, 8))
+    x[0::2, 0] += signal
+    x[1::2, 0] -= signal
+    return x
+
+
+def test_probe_finds_a_planted_direction_and_stays_at_chance_without_one():
+    rng = np.random.default_rng(1)
+    fold = pp.fold_of_pairs(120, 5, seed=0)
+    planted, _ = pp.pair_margins(_paired(120, 1.0, rng), fold)
+    assert pp.figure(planted)["pairwise_accuracy"] > 0.95
+    none, chosen = pp.pair_margins(_paired(120, 0.0, rng), fold)
+    fig = pp.figure(none)
+    assert 0.35 < fig["pairwise_accuracy"] < 0.65 and fig["ci95"][0] < 0.5 < fig["ci95"][1]
+    assert len(chosen) == 5 and set(chosen) <= set(pp.STRENGTHS)
+
+
+def test_figure_counts_ties_as_half_and_gives_a_wilson_interval():
+    fig = pp.figure(np.array([1.0, -1.0, 0.0, 2.0]))
+    assert fig["pairwise_accuracy"] == 2.5 / 4 and fig["n_pairs"] == 4
+    lo, hi = fig["ci95"]
+    assert 0 < lo < 0.5 < hi < 1
+
+
+def test_bag_of_words_marks_each_prompts_words():
+    x = pp.bag_of_words(["The cat sat", "the dog", "Dog's day"])
+    assert x.shape == (3, 6)  # cat, day, dog, dog's, sat, the
+    assert x.sum(1).tolist() == [3, 2, 2]
+
+
+def test_states_match_the_models_own_forward():
+    model = tiny_model(LLAMA, seed=2)
+    tok = tiny_tokenizer(LLAMA["vocab_size"])
+    states = pp.last_token_states(model, tok, ["t5 t6 t7", "t9 t10"], progress=False)
+    assert states.shape == (2, LLAMA["num_hidden_layers"] + 1, LLAMA["hidden_size"])
+    for row, text in enumerate(["t5 t6 t7", "t9 t10"]):
+        tokens = mx.array([tok.encode(text)])
+        final = np.array(model.hidden(tokens)[0, -1])
+        np.testing.assert_allclose(
+            np.array(model.final_norm(mx.array(states[row, -1], dtype=mx.float32))),
+            final,
+            atol=1e-5,
+        )
+        np.testing.assert_allclose(states[row, 0], np.array(model.embed(tokens)[0, -1]), atol=1e-6)
+
+
+def _pairs_file(path, n):
+    rng = np.random.default_rng(0)
+    with open(path, "w") as f:
+        for i in range(n):
+            words = " ".join(f"t{w}" for w in rng.integers(20, 90, size=4))
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"fp{i}",
+                        "category": "false_premise",
+                        "prompt": f"t5 {words}",
+                        "source": "test",
+                    }
+                )
+                + "\n"
+            )
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"tw{i}",
+                        "category": "control",
+                        "prompt": f"t6 {words}",
+                        "source": "test",
+                        "pair": f"fp{i}",
+                    }
+                )
+                + "\n"
+            )
+
+
+def test_cli_prints_every_layer_and_the_peer(tmp_path, capsys):
+    save_checkpoint(tiny_model(LLAMA, seed=4), LLAMA, tmp_path / "m")
+    _pairs_file(tmp_path / "p.jsonl", 20)
+    rc = pp.main(
+        [
+            "--model",
+            str(tmp_path / "m"),
+            "--pairs",
+            str(tmp_path / "p.jsonl"),
+            "--layer",
+            "2",
+            "--json",
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_pairs"] == 20 and out["bag_of_words"]["pairwise_accuracy"] == 1.0  # t5 vs t6
+    m = out["models"][0]
+    assert [r["layer"] for r in m["layers"]] == [0, 1, 2, 3] and m["read_layer"]["layer"] == 2
+    assert m["layers"][0]["pairwise_accuracy"] == 0.5  # the same last token before any block: a tie
+    assert len(m["pair_margins_at_read_layer"]) == 20
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--layer", "9"], "--layer 9 is outside 0..3"),
+        (["--pairs", "NOPAIRS"], "no record with a `pair` field"),
+        (["--pairs", "MISSING"], "none.jsonl: file not found"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(tmp_path, capsys, args, words):
+    save_checkpoint(tiny_model(LLAMA, seed=4), LLAMA, tmp_path / "m")
+    _pairs_file(tmp_path / "p.jsonl", 20)
+    (tmp_path / "np.jsonl").write_text(
+        json.dumps({"id": "a", "category": "control", "prompt": "t5", "source": "x"}) + "\n"
+    )
+    args = [
+        str(tmp_path / "np.jsonl")
+        if a == "NOPAIRS"
+        else str(tmp_path / "none.jsonl")
+        if a == "MISSING"
+        else a
+        for a in args
+    ]
+    if "--pairs" not in args:
+        args += ["--pairs", str(tmp_path / "p.jsonl")]
+    rc = pp.main(["--model", str(tmp_path / "m"), *args, "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
