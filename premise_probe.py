@@ -5,12 +5,13 @@ the same sentence with the fact made true. This reads the residual stream at the
 token (where the answer's first word is decided; the prompt in the chat template, as the policy
 reads it) after the embedding and after every block, and fits a ridge classifier per layer on
 minimal pairs: each record of the pairs file that names another with `pair` is the true twin of
-that one (data/twins.jsonl beside data/prompts.jsonl). Folds split by pair, so both halves of a
-pair are always on the same side; the ridge strength is picked by an inner split of the training
-pairs only. The figure is held-out **pairwise accuracy**: the share of held-out pairs whose
-false half scores above its true twin (chance 0.5), with a Wilson interval over pairs. The peer,
-in the same run, is the same probe on the prompts' bag of words (on a minimal pair only the
-changed words differ, so it measures what the surface alone gives away).
+that one (data/twins.jsonl beside data/prompts.jsonl). Folds split by claim: both halves of a
+pair, and every pair whose false half shares a rare run of words with it (one claim put in
+several frames), are always on the same side; the ridge strength is picked by an inner split
+of the training pairs only, by claim too. The figure is held-out **pairwise accuracy**: the
+share of held-out pairs whose false half scores above its true twin (chance 0.5), with a Wilson
+interval over pairs. The peer, in the same run, is the same probe on the prompts' bag of words
+(on a minimal pair only the changed words differ, so it measures what the surface gives away).
 
     uv run python premise_probe.py --model smollm2-135m --json
 
@@ -53,14 +54,55 @@ def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
     return pairs
 
 
-def fold_of_pairs(n_pairs: int, folds: int, seed: int) -> np.ndarray:
-    """Fold index (0..folds-1) of each pair: a seeded shuffle dealt round-robin."""
-    if n_pairs < 2 * folds:
-        raise DataError(f"{n_pairs} pairs are too few for {folds} folds (need >= {2 * folds})")
-    order = np.random.default_rng(seed).permutation(n_pairs)
-    fold = np.empty(n_pairs, dtype=np.int64)
-    fold[order] = np.arange(n_pairs) % folds
-    return fold
+def claim_groups(pairs: list[tuple[dict, dict]], run: int = 4, max_share: int = 4) -> np.ndarray:
+    """Group index of each pair: pairs whose false halves share a rare `run`-word sequence (one
+    that at most `max_share` false halves hold) are one group. Template prompts put one claim
+    in several frames ("Settle a debate for us: my brother says <claim>", "Can you confirm that
+    <claim>?"); folds by pair alone would train on a claim's other frames and test on it, so a
+    probe (or the bag of words) could recall the claim instead of knowing the fact. A frame's
+    own word runs are shared by many prompts and do not join groups. run=0: every pair alone."""
+    parent = list(range(len(pairs)))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    if run > 0:
+        holders: dict[tuple, list[int]] = {}
+        for i, (false, _) in enumerate(pairs):
+            words = re.findall(r"[a-z0-9']+", false["prompt"].lower())
+            for gram in {tuple(words[k : k + run]) for k in range(len(words) - run + 1)}:
+                holders.setdefault(gram, []).append(i)
+        for members in holders.values():
+            if 1 < len(members) <= max_share:
+                for i in members[1:]:
+                    parent[root(i)] = root(members[0])
+    roots = [root(i) for i in range(len(pairs))]
+    index = {r: g for g, r in enumerate(dict.fromkeys(roots))}
+    return np.array([index[r] for r in roots], dtype=np.int64)
+
+
+def fold_of_groups(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Fold index (0..folds-1) of each pair, all pairs of a group in one fold: the groups from
+    the largest down (a seeded shuffle among equal sizes), each placed in the fold with the
+    fewest pairs so far."""
+    names, sizes = np.unique(groups, return_counts=True)
+    if len(names) < 2 * folds:
+        raise DataError(
+            f"{len(names)} independent groups of pairs are too few for {folds} folds "
+            f"(need >= {2 * folds})"
+        )
+    shuffled = np.random.default_rng(seed).permutation(len(names))
+    order = shuffled[np.argsort(-sizes[shuffled], kind="stable")]  # largest first, ties shuffled
+    load = np.zeros(folds, dtype=np.int64)
+    fold_of_name = {}
+    for k in order:
+        f = int(np.argmin(load))
+        fold_of_name[names[k]] = f
+        load[f] += sizes[k]
+    return np.array([fold_of_name[g] for g in groups], dtype=np.int64)
 
 
 def last_token_states(model, tokenizer, prompts: list[str], progress: bool = True) -> np.ndarray:
@@ -105,17 +147,18 @@ def ridge_fit(x: np.ndarray, y: np.ndarray, strength: float):
     return lambda x_new: ((x_new - mean) / std) @ w + y0
 
 
-def pair_margins(x: np.ndarray, fold: np.ndarray, strengths=STRENGTHS, seed: int = 0):
+def pair_margins(x: np.ndarray, fold: np.ndarray, groups: np.ndarray, strengths=STRENGTHS, seed=0):
     """Held-out score(false) - score(twin) of every pair. x is (2P, D): rows 2k (false) and
-    2k + 1 (twin) are pair k; fold (P,) its outer fold. The strength of each outer fold is the
-    one with the best inner pairwise accuracy on its training pairs (ties: the stronger)."""
+    2k + 1 (twin) are pair k; fold (P,) its outer fold, groups (P,) its claim group. The
+    strength of each outer fold is the one with the best inner pairwise accuracy on its training
+    pairs, split by group too (ties: the stronger)."""
     p = len(fold)
     y = np.tile([1.0, -1.0], p)
     margins = np.empty(p)
     chosen = []
     for f in range(fold.max() + 1):
         train = np.flatnonzero(fold != f)
-        inner = fold_of_pairs(len(train), INNER_FOLDS, seed + 1 + f)
+        inner = fold_of_groups(groups[train], INNER_FOLDS, seed + 1 + f)
         best = (-1.0, 0.0)
         for s in strengths:
             acc = _accuracy(_margins(x, y, train, inner, s))
@@ -158,7 +201,7 @@ def figure(margins: np.ndarray) -> dict:
     return {"pairwise_accuracy": wins / len(margins), "ci95": [lo, hi], "n_pairs": len(margins)}
 
 
-def probe_model(ref: str, pairs, fold, read_layer: int, seed: int, progress: bool) -> dict:
+def probe_model(ref: str, pairs, fold, groups, read_layer: int, seed: int, progress: bool) -> dict:
     model, tokenizer = load(ref, mx.float32)  # probes read float32 states on every backend
     n_layers = len(model.layers)
     if not 0 <= read_layer <= n_layers:
@@ -170,7 +213,7 @@ def probe_model(ref: str, pairs, fold, read_layer: int, seed: int, progress: boo
     states = last_token_states(model, tokenizer, texts, progress)
     layers = []
     for layer in range(n_layers + 1):
-        margins, chosen = pair_margins(states[:, layer], fold, seed=seed)
+        margins, chosen = pair_margins(states[:, layer], fold, groups, seed=seed)
         layers.append({"layer": layer, **figure(margins), "strengths": chosen})
         if layer == read_layer:
             read_margins = margins
@@ -202,7 +245,14 @@ def main(argv=None) -> int:
         default=DEFAULT_PAIRS,
         help="prompt files joined by commas; a record naming a `pair` is a true twin",
     )
-    p.add_argument("--folds", type=int, default=5, help="outer folds, split by pair")
+    p.add_argument("--folds", type=int, default=5, help="outer folds, split by claim group")
+    p.add_argument(
+        "--group-run",
+        type=int,
+        default=4,
+        help="pairs whose false halves share a rare run of this many words are one claim, kept "
+        "in one fold (0: each pair alone)",
+    )
     p.add_argument(
         "--layer",
         type=int,
@@ -215,26 +265,34 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.folds < 2:
         p.error(f"--folds must be at least 2, got {a.folds}")
+    if a.group_run < 0:
+        p.error(f"--group-run must be >= 0, got {a.group_run}")
     if a.limit is not None and a.limit < 1:
         p.error(f"--limit must be at least 1, got {a.limit}")
     with errors.as_user_error(ValueError):
         pairs = minimal_pairs(load_prompts(a.pairs))[: a.limit]
-        fold = fold_of_pairs(len(pairs), a.folds, a.seed)
+        groups = claim_groups(pairs, a.group_run)
+        fold = fold_of_groups(groups, a.folds, a.seed)
     backend.announce()
     texts = [t["prompt"] for pair in pairs for t in pair]
-    bow, _ = pair_margins(bag_of_words(texts), fold, seed=a.seed)
+    bow, _ = pair_margins(bag_of_words(texts), fold, groups, seed=a.seed)
     result = {
         "pairs_file": a.pairs,
         "n_pairs": len(pairs),
         "folds": a.folds,
+        "groups": int(groups.max()) + 1,
+        "group_run": a.group_run,
         "feature": "residual stream at the last prompt token (chat template)",
         "bag_of_words": figure(bow),
-        "models": [probe_model(m, pairs, fold, a.layer, a.seed, not a.json) for m in a.model],
+        "models": [
+            probe_model(m, pairs, fold, groups, a.layer, a.seed, not a.json) for m in a.model
+        ],
     }
     if a.json:
         print(strict_json.dumps(result))
         return 0
-    print(f"{len(pairs)} minimal pairs, {a.folds} folds by pair; pairwise accuracy (chance 0.5)")
+    print(f"{len(pairs)} minimal pairs in {result['groups']} claim groups, {a.folds} folds by "
+          "group; held-out pairwise accuracy (chance 0.5)")  # fmt: skip
     print(f"bag of words (peer): {stats.show(_as_fig(result['bag_of_words']))}")
     for m in result["models"]:
         print(f"\n{m['model']}: read layer {a.layer}: {stats.show(_as_fig(m['read_layer']))}")

@@ -15,13 +15,35 @@ import premise_probe as pp
 from prompts import DataError
 
 
-def test_folds_deal_every_pair_once_and_balanced():
-    fold = pp.fold_of_pairs(23, 5, seed=3)
-    assert sorted(np.bincount(fold).tolist()) == [4, 4, 5, 5, 5]
-    assert (fold == pp.fold_of_pairs(23, 5, seed=3)).all()
-    assert not (fold == pp.fold_of_pairs(23, 5, seed=4)).all()
-    with pytest.raises(DataError, match="9 pairs are too few for 5 folds"):
-        pp.fold_of_pairs(9, 5, seed=0)
+def test_folds_keep_each_group_whole_and_balanced():
+    groups = np.array([0, 0, 1, 2, 3, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    fold = pp.fold_of_groups(groups, 5, seed=3)
+    for g in np.unique(groups):
+        assert len(set(fold[groups == g])) == 1, f"group {g} split across folds"
+    assert sorted(np.bincount(fold).tolist()) == [3, 3, 3, 3, 3]
+    assert (fold == pp.fold_of_groups(groups, 5, seed=3)).all()
+    assert not (fold == pp.fold_of_groups(groups, 5, seed=4)).all()
+    with pytest.raises(DataError, match="9 independent groups of pairs are too few for 5 folds"):
+        pp.fold_of_groups(np.arange(9), 5, seed=0)
+
+
+def _pair(i, false, twin):
+    return ({"id": f"fp{i}", "prompt": false}, {"id": f"tw{i}", "prompt": twin, "pair": f"fp{i}"})
+
+
+def test_one_claim_in_two_frames_is_one_group_and_a_shared_frame_is_not():
+    frame = "Settle a debate for us: my brother says {}. Why?"
+    confirm = "Can you confirm that {}?"
+    claims = ["sharks are mammals", "copper is magnetic", "bats are blind", "pi equals three",
+              "glass is a slow liquid"]  # fmt: skip
+    pairs = [
+        _pair(i, frame.format(c), frame.format(c + " sometimes")) for i, c in enumerate(claims)
+    ]
+    pairs.append(_pair(9, confirm.format(claims[0]), confirm.format("whales are mammals")))
+    groups = pp.claim_groups(pairs, run=3, max_share=4)
+    assert groups[0] == groups[5], "the same claim in two frames"
+    assert len(set(groups[:5])) == 5, "five claims sharing only the frame stay apart"
+    assert len(set(pp.claim_groups(pairs, run=0))) == 6
 
 
 @pytest.mark.parametrize("n,d", [(40, 6), (10, 30)])  # primal (d <= n) and dual forms
@@ -56,10 +78,11 @@ def _paired(n_pairs, signal, rng):
 
 def test_probe_finds_a_planted_direction_and_stays_at_chance_without_one():
     rng = np.random.default_rng(1)
-    fold = pp.fold_of_pairs(120, 5, seed=0)
-    planted, _ = pp.pair_margins(_paired(120, 1.0, rng), fold)
+    groups = np.arange(120) // 2  # pairs in twos, as one claim in two frames
+    fold = pp.fold_of_groups(groups, 5, seed=0)
+    planted, _ = pp.pair_margins(_paired(120, 1.0, rng), fold, groups)
     assert pp.figure(planted)["pairwise_accuracy"] > 0.95
-    none, chosen = pp.pair_margins(_paired(120, 0.0, rng), fold)
+    none, chosen = pp.pair_margins(_paired(120, 0.0, rng), fold, groups)
     fig = pp.figure(none)
     assert 0.35 < fig["pairwise_accuracy"] < 0.65 and fig["ci95"][0] < 0.5 < fig["ci95"][1]
     assert len(chosen) == 5 and set(chosen) <= set(pp.STRENGTHS)

@@ -407,8 +407,9 @@ def test_paired_stream_draws_its_unpaired_part_from_the_named_categories(tmp_pat
         prompt_stream(records, seed=0, single_categories=["nonsense"])
 
 
-def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held_out):
-    records = load_prompts(f"{TRAIN},{os.path.join(DATA, 'twins.jsonl')}")
+@pytest.mark.parametrize("twins", ["twins.jsonl", "twins_v2.jsonl"])
+def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held_out, twins):
+    records = load_prompts(f"{TRAIN},{os.path.join(DATA, twins)}")
     pairs, _ = pairs_and_singles(records)
     false = sorted(r["id"] for r in train if r["category"] == "false_premise")
     assert sorted(a["id"] for a, _ in pairs) == false, "one twin for every false-premise prompt"
@@ -416,3 +417,26 @@ def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held
     external = load_prompts(os.path.join(DATA, "eval_external.jsonl"))
     evals = {norm(r["prompt"]) for r in held_out + external}
     assert not [b["id"] for _, b in pairs if norm(b["prompt"]) in evals], "a twin is an eval prompt"
+
+
+NEGATION = re.compile(r"\b(not|no|never|\w+n't|myth|misconception|often said|said to)\b", re.I)
+
+
+def test_twins_v2_state_the_true_premise_without_a_negation_cue(train):
+    """data/twins.jsonl made most true twins by negating the false claim ("Why isn't copper
+    magnetic?"), so a cue word alone marked the true half; twins_v2 states the fact instead."""
+
+    def cue_only_in_twin(twins):
+        by_id = {r["id"]: r for r in train}
+        twin_records = [
+            r for r in load_prompts(f"{TRAIN},{os.path.join(DATA, twins)}") if "pair" in r
+        ]
+        pairs = [(by_id[r["pair"]], r) for r in twin_records]
+        cues = [
+            (set(NEGATION.findall(a["prompt"].lower())), set(NEGATION.findall(b["prompt"].lower())))
+            for a, b in pairs
+        ]
+        return sum(bool(tw - fp) for fp, tw in cues)
+
+    assert cue_only_in_twin("twins.jsonl") > 60  # the leak this file fixes
+    assert cue_only_in_twin("twins_v2.jsonl") <= 3
