@@ -36,7 +36,7 @@ import strict_json
 from load_weights import load
 from prompts import DataError, load_prompts
 
-DEFAULT_PAIRS = "data/prompts.jsonl,data/twins.jsonl"
+DEFAULT_PAIRS = "data/prompts.jsonl,data/twins_v2.jsonl"  # v2: no negation marks the twin
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 INNER_FOLDS = 4
 
@@ -46,10 +46,16 @@ def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
     already checked that each named id exists and is named once."""
     by_id = {r["id"]: r for r in records}
     pairs = [(by_id[r["pair"]], r) for r in records if "pair" in r]
+    reversed_ = [f"{b['id']} -> {a['id']}" for a, b in pairs if a["category"] == "control"]
+    if reversed_:
+        raise DataError(
+            f"{len(reversed_)} twin(s) name a control prompt as their false half "
+            f"({', '.join(reversed_[:3])}); `pair` goes on the true twin and names the false one"
+        )
     if not pairs:
         raise DataError(
             "the pairs file has no record with a `pair` field (a true twin naming its false "
-            "premise's id); pass e.g. --pairs data/prompts.jsonl,data/twins.jsonl"
+            "premise's id); pass e.g. --pairs data/prompts.jsonl,data/twins_v2.jsonl"
         )
     return pairs
 
@@ -152,31 +158,25 @@ def pair_margins(x: np.ndarray, fold: np.ndarray, groups: np.ndarray, strengths=
     2k + 1 (twin) are pair k; fold (P,) its outer fold, groups (P,) its claim group. The
     strength of each outer fold is the one with the best inner pairwise accuracy on its training
     pairs, split by group too (ties: the stronger)."""
-    p = len(fold)
-    y = np.tile([1.0, -1.0], p)
-    margins = np.empty(p)
+    y = np.tile([1.0, -1.0], len(fold))
     chosen = []
     for f in range(fold.max() + 1):
         train = np.flatnonzero(fold != f)
         inner = fold_of_groups(groups[train], INNER_FOLDS, seed + 1 + f)
-        best = (-1.0, 0.0)
-        for s in strengths:
-            acc = _accuracy(_margins(x, y, train, inner, s))
-            best = max(best, (acc, s))
-        strength = best[1]
-        chosen.append(strength)
-        test = np.flatnonzero(fold == f)
-        score = ridge_fit(x[_rows(train)], y[_rows(train)], strength)
-        margins[test] = _pair_diff(score(x[_rows(test)]))
-    return margins, chosen
+        scored = [
+            (_accuracy(_margins(x, y, train, inner, [s] * INNER_FOLDS)), s) for s in strengths
+        ]
+        chosen.append(max(scored)[1])
+    return _margins(x, y, np.arange(len(fold)), fold, chosen), chosen
 
 
-def _margins(x, y, pairs, fold, strength) -> np.ndarray:
-    """Cross-validated margins of `pairs` (indices into x's pairs) under `fold`."""
+def _margins(x, y, pairs, fold, strengths) -> np.ndarray:
+    """Cross-validated margins of `pairs` (indices into x's pairs) under `fold` (fold f's ridge
+    fitted with strengths[f] on the other folds)."""
     out = np.empty(len(pairs))
     for f in range(fold.max() + 1):
         tr, te = pairs[fold != f], pairs[fold == f]
-        score = ridge_fit(x[_rows(tr)], y[_rows(tr)], strength)
+        score = ridge_fit(x[_rows(tr)], y[_rows(tr)], strengths[f])
         out[fold == f] = _pair_diff(score(x[_rows(te)]))
     return out
 

@@ -176,6 +176,7 @@ def test_cli_prints_every_layer_and_the_peer(tmp_path, capsys):
         (["--layer", "9"], "--layer 9 is outside 0..3"),
         (["--pairs", "NOPAIRS"], "no record with a `pair` field"),
         (["--pairs", "MISSING"], "none.jsonl: file not found"),
+        (["--pairs", "REVERSED"], "name a control prompt as their false half"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(tmp_path, capsys, args, words):
@@ -184,14 +185,11 @@ def test_cli_bad_input_is_one_error_line(tmp_path, capsys, args, words):
     (tmp_path / "np.jsonl").write_text(
         json.dumps({"id": "a", "category": "control", "prompt": "t5", "source": "x"}) + "\n"
     )
-    args = [
-        str(tmp_path / "np.jsonl")
-        if a == "NOPAIRS"
-        else str(tmp_path / "none.jsonl")
-        if a == "MISSING"
-        else a
-        for a in args
-    ]
+    control = {"id": "c", "category": "control", "prompt": "t7 t8", "source": "x"}
+    twin = {"id": "d", "category": "false_premise", "prompt": "t7 t9", "source": "x", "pair": "c"}
+    (tmp_path / "rev.jsonl").write_text(json.dumps(control) + "\n" + json.dumps(twin) + "\n")
+    files = {"NOPAIRS": "np.jsonl", "MISSING": "none.jsonl", "REVERSED": "rev.jsonl"}
+    args = [str(tmp_path / files[a]) if a in files else a for a in args]
     if "--pairs" not in args:
         args += ["--pairs", str(tmp_path / "p.jsonl")]
     rc = pp.main(["--model", str(tmp_path / "m"), *args, "--json"])
