@@ -422,16 +422,12 @@ def test_shipped_twins_pair_every_false_premise_and_stay_out_of_eval(train, held
 NEGATION = re.compile(r"\b(not|no|never|\w+n't|myth|misconception|often said|said to)\b", re.I)
 
 
-def test_twins_v2_state_the_true_premise_without_a_negation_cue(train):
+def test_twins_v2_state_the_true_premise_without_a_negation_cue():
     """data/twins.jsonl made most true twins by negating the false claim ("Why isn't copper
     magnetic?"), so a cue word alone marked the true half; twins_v2 states the fact instead."""
 
     def cue_only_in_twin(twins):
-        by_id = {r["id"]: r for r in train}
-        twin_records = [
-            r for r in load_prompts(f"{TRAIN},{os.path.join(DATA, twins)}") if "pair" in r
-        ]
-        pairs = [(by_id[r["pair"]], r) for r in twin_records]
+        pairs, _ = pairs_and_singles(load_prompts(f"{TRAIN},{os.path.join(DATA, twins)}"))
         cues = [
             (set(NEGATION.findall(a["prompt"].lower())), set(NEGATION.findall(b["prompt"].lower())))
             for a, b in pairs
