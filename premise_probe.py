@@ -34,7 +34,7 @@ import errors
 import stats
 import strict_json
 from load_weights import load
-from prompts import DataError, load_prompts
+from prompts import DataError, load_prompts, pairs_and_singles
 
 DEFAULT_PAIRS = "data/prompts.jsonl,data/twins_v2.jsonl"  # v2: no negation marks the twin
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)
@@ -44,8 +44,7 @@ INNER_FOLDS = 4
 def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
     """(false, true twin) for every record that names its partner with `pair`; load_prompts has
     already checked that each named id exists and is named once."""
-    by_id = {r["id"]: r for r in records}
-    pairs = [(by_id[r["pair"]], r) for r in records if "pair" in r]
+    pairs, _ = pairs_and_singles(records)
     reversed_ = [f"{b['id']} -> {a['id']}" for a, b in pairs if a["category"] == "control"]
     if reversed_:
         raise DataError(
@@ -58,6 +57,11 @@ def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
             "premise's id); pass e.g. --pairs data/prompts.jsonl,data/twins_v2.jsonl"
         )
     return pairs
+
+
+def _words(text: str) -> list[str]:
+    """The lower-cased words of a prompt, as the claim groups and the bag of words read them."""
+    return re.findall(r"[a-z0-9']+", text.lower())
 
 
 def claim_groups(pairs: list[tuple[dict, dict]], run: int = 4, max_share: int = 4) -> np.ndarray:
@@ -78,7 +82,7 @@ def claim_groups(pairs: list[tuple[dict, dict]], run: int = 4, max_share: int = 
     if run > 0:
         holders: dict[tuple, list[int]] = {}
         for i, (false, _) in enumerate(pairs):
-            words = re.findall(r"[a-z0-9']+", false["prompt"].lower())
+            words = _words(false["prompt"])
             for gram in {tuple(words[k : k + run]) for k in range(len(words) - run + 1)}:
                 holders.setdefault(gram, []).append(i)
         for members in holders.values():
@@ -130,7 +134,7 @@ def last_token_states(model, tokenizer, prompts: list[str], progress: bool = Tru
 def bag_of_words(prompts: list[str]) -> np.ndarray:
     """(N, V) 0/1: which lower-cased words each prompt holds (the vocabulary of all prompts:
     it is unsupervised, labels never enter it)."""
-    words = [set(re.findall(r"[a-z0-9']+", p.lower())) for p in prompts]
+    words = [set(_words(p)) for p in prompts]
     vocab = {w: i for i, w in enumerate(sorted(set().union(*words)))}
     x = np.zeros((len(prompts), len(vocab)))
     for row, ws in enumerate(words):

@@ -1,5 +1,6 @@
-"""premise_probe.py: folds by pair, the ridge probe against numpy references, the residual-stream
-states against the model's own forward, and the command's output and input errors."""
+"""premise_probe.py: claim groups and folds that keep them whole, the ridge probe against numpy
+references, the residual-stream states against the model's own forward, and the command's
+output and input errors."""
 
 import json
 
