@@ -32,16 +32,23 @@ import mlx.optimizers as optim
 import numpy as np
 from tqdm import tqdm
 
-import chat_format
 import checkpoint
 import errors
 import flags
-import kernels
 import lora
 import runlog
 import strict_json
+from forced import encode, make_batch, row_logprob, token_nll
 from load_weights import LoadError, load
-from prompts import CATEGORIES, DataError, load_sft
+from prompts import (
+    CATEGORIES,
+    DataError,
+    claim_groups,
+    fold_of_groups,
+    load_prompts,
+    load_sft,
+    minimal_pairs,
+)
 
 _f = flags.option
 
@@ -67,10 +74,21 @@ class SFTConfig:
     eval_every: int = _f(0, "validation loss every N steps (0 = at the end of each epoch)")
     max_answer_tokens: int = _f(80, "answers longer than this (EOS included) are refused")
     seed: int = _f(0, "seed for the split, data order and LoRA init")
+    stance_pairs: str = _f(
+        "",
+        "prompt files with minimal pairs (e.g. data/prompts.jsonl,data/twins_v2.jsonl): adds "
+        "the stance contrast (empty = plain SFT)",
+    )
+    stance_text: str = _f("That premise is false.", "the stance sentence the contrast scores")
+    stance_weight: float = _f(1.0, "weight of the stance contrast beside the SFT loss")
+    stance_beta: float = _f(1.0, "scale of the log-prob margin inside the contrast's softplus")
+    stance_batch: int = _f(8, "minimal pairs per optimizer step")
+    stance_folds: int = _f(4, "folds of the pairs by claim group; one is held out")
+    stance_holdout: int = _f(0, "the held-out fold: its pairs and SFT records never trained on")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "lora_rank", "max_answer_tokens"):
+        for name in ("epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("steps", "warmup_steps", "eval_every", "lora_layers"):
@@ -80,6 +98,19 @@ class SFTConfig:
             raise ValueError(f"lr={self.lr} must be > 0")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"val_fraction={self.val_fraction} must be in (0, 1), e.g. 0.15")
+        if self.stance_pairs:
+            if self.stance_folds < 2 or not 0 <= self.stance_holdout < self.stance_folds:
+                raise ValueError(
+                    f"stance_folds={self.stance_folds}, stance_holdout={self.stance_holdout}: "
+                    "need >= 2 folds and a held-out fold in 0..folds-1"
+                )
+            if not self.stance_text.strip():
+                raise ValueError("stance_text is empty: give the sentence the contrast scores")
+            if not (self.stance_weight > 0 and self.stance_beta > 0):
+                raise ValueError(
+                    f"stance_weight={self.stance_weight}, stance_beta={self.stance_beta}: both "
+                    "must be > 0 (leave --stance-pairs empty for plain SFT)"
+                )
         if not self.data_files():
             raise ValueError("data is empty: name at least one JSONL file")
 
@@ -143,38 +174,6 @@ def split_by_prompt(records: list[dict], val_fraction: float, seed: int):
     return train, val
 
 
-def encode(tokenizer, prompt: str, answer: str) -> tuple[list[int], int]:
-    """(prompt tokens + answer tokens + EOS, number of prompt tokens): the prompt as the policy
-    reads it, the answer as the policy would write it."""
-    prompt_tokens = chat_format.chat_tokens(tokenizer, prompt)
-    answer_tokens = tokenizer.encode(answer.strip(), add_special_tokens=False)
-    return prompt_tokens + answer_tokens + [tokenizer.eos_token_id], len(prompt_tokens)
-
-
-def answer_mask(prompt_lens, seq_lens, width: int) -> np.ndarray:
-    """(B, width - 1) float32: 1 where the *target* token is an answer token or the closing EOS.
-
-    Rows are left-padded to `width`; target position t predicts slot t + 1, which is an answer
-    slot iff t + 1 >= pad + prompt_len with pad = width - seq_len."""
-    prompt_lens, seq_lens = np.asarray(prompt_lens), np.asarray(seq_lens)
-    first = (width - seq_lens) + prompt_lens  # (B,) slot of the first answer token
-    slots = np.arange(1, width)[None, :]  # (1, width - 1) the target slots
-    return (slots >= first[:, None]).astype(np.float32)
-
-
-def make_batch(examples: list[tuple[list[int], int]], pad_id: int):
-    """Left-padded (inputs, targets, mask, pad) for examples [(tokens, prompt_len)]: inputs and
-    targets (B, W - 1) int32, mask (B, W - 1) float32 (answer_mask), pad (B,) left-pad counts."""
-    lens = [len(t) for t, _ in examples]
-    width = max(lens)
-    rows = np.full((len(examples), width), pad_id, dtype=np.int32)
-    for i, (tokens, _) in enumerate(examples):
-        rows[i, width - len(tokens) :] = tokens
-    mask = answer_mask([p for _, p in examples], lens, width)
-    pad = np.array([width - n for n in lens], dtype=np.int32)
-    return mx.array(rows[:, :-1]), mx.array(rows[:, 1:]), mx.array(mask), mx.array(pad)
-
-
 def epoch_batches(lengths: np.ndarray, batch: int, seed: int, epoch: int) -> list[np.ndarray]:
     """One epoch of record indices: a seeded shuffle, sorted by length within windows of 8
     batches (less padding), the batches then shuffled."""
@@ -190,13 +189,6 @@ def epoch_batches(lengths: np.ndarray, batch: int, seed: int, epoch: int) -> lis
 
 # ----------------------------------------------------------------------------------------------
 # Loss
-
-
-def token_nll(model, inputs, targets, mask, pad) -> tuple[mx.array, mx.array]:
-    """(sum of -log p(answer token), number of answer tokens) over the batch, float32."""
-    h = model.hidden(inputs, pad=pad)  # (B, W-1, D)
-    logp = kernels.token_logprobs(h, model.lm_head_weight(), targets)  # (B, W-1) float32
-    return -mx.sum(logp * mask), mx.sum(mask)
 
 
 def sft_loss(model, inputs, targets, mask, pad) -> mx.array:
@@ -231,6 +223,68 @@ class SFTRun:
     train: list  # [(tokens, prompt_len)]
     val: list
     counts: dict
+    stance: list | None = None  # [(false row, twin row)] of the training pairs, or None
+    held_pairs: list | None = None  # [(false record, twin record)] never trained on
+
+
+# ----------------------------------------------------------------------------------------------
+# The stance contrast: the same sentence scored after a false premise and after its true twin
+
+
+def stance_split(cfg: SFTConfig) -> tuple[list, list]:
+    """(training pairs, held-out pairs) of cfg.stance_pairs, split by claim group
+    (prompts.claim_groups): fold cfg.stance_holdout of cfg.stance_folds is held out."""
+    pairs = minimal_pairs(load_prompts(cfg.stance_pairs))
+    fold = fold_of_groups(claim_groups(pairs), cfg.stance_folds, cfg.seed)
+    train = [p for p, f in zip(pairs, fold, strict=True) if f != cfg.stance_holdout]
+    held = [p for p, f in zip(pairs, fold, strict=True) if f == cfg.stance_holdout]
+    return train, held
+
+
+def stance_records(records: list[dict], text: str, held: list) -> tuple[list[dict], int]:
+    """The SFT records with every false-premise answer opened by the stance sentence (so the
+    sentence the contrast moves is the one a correction begins with), less the records whose
+    prompt is a held-out pair's half (so the held-out fold stays untrained); (records, dropped)."""
+    held_texts = {r["prompt"].strip() for pair in held for r in pair}
+    kept = [r for r in records if r["prompt"].strip() not in held_texts]
+    opened = [
+        r | {"answer": f"{text.strip()} {r['answer'].strip()}"}
+        if r["category"] == "false_premise"
+        else r
+        for r in kept
+    ]
+    return opened, len(records) - len(kept)
+
+
+def stance_contrast(model, rows: list, pad_id: int, beta: float) -> tuple[mx.array, mx.array]:
+    """(mean softplus(-beta * margin), margins) over pairs [(false row, twin row)], margin =
+    log p(sentence | false premise) - log p(sentence | its twin). Both halves score the same
+    tokens, so saying the sentence more (or less) after every prompt leaves it unchanged."""
+    batch = make_batch([r for r, _ in rows] + [t for _, t in rows], pad_id)
+    s = row_logprob(model, *batch)
+    margins = s[: len(rows)] - s[len(rows) :]
+    return mx.mean(mx.logaddexp(0.0, -beta * margins)), margins
+
+
+def step_loss(model, batch, rows, pad_id: int, cfg: SFTConfig):
+    """(SFT loss + weight x stance contrast, SFT loss, margins); rows=None: plain SFT."""
+    loss = sft_loss(model, *batch)
+    if rows is None:
+        return loss, loss, mx.zeros((0,))
+    contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
+    return loss + cfg.stance_weight * contrast, loss, margins
+
+
+def stance_batches(n: int, batch: int, seed: int, step: int) -> np.ndarray:
+    """The pair indices of optimizer step `step` (0-based): seeded permutations of the n pairs
+    laid end to end, `batch` at a time."""
+    start = step * batch
+    out = []
+    while len(out) < batch:
+        cycle, offset = divmod(start + len(out), n)
+        order = np.random.default_rng([seed, 2000 + cycle]).permutation(n)
+        out += list(order[offset : offset + batch - len(out)])
+    return np.array(out)
 
 
 def add_adapters(model, cfg: SFTConfig) -> int:
@@ -277,6 +331,11 @@ def build(cfg: SFTConfig) -> SFTRun:
     """Data read and split and the run folder checked (a bad file fails here, before the model
     loads), then the model loaded with fresh adapters and the examples encoded."""
     records = load_data(cfg.data_files())
+    stance_pairs = held_pairs = None
+    dropped = 0
+    if cfg.stance_pairs:
+        stance_pairs, held_pairs = stance_split(cfg)
+        records, dropped = stance_records(records, cfg.stance_text, held_pairs)
     train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
     run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())
     if (run_dir / "metrics.jsonl").exists():
@@ -299,8 +358,21 @@ def build(cfg: SFTConfig) -> SFTRun:
         "val_answer_tokens": int(sum(len(t) - p for t, p in val)),
         "trainable_params": int(n_params),
     }
+    stance = None
+    if stance_pairs is not None:
+        text = cfg.stance_text
+
+        def rows(r):
+            return encode(tokenizer, r["prompt"], text, eos=False)
+
+        stance = [(rows(a), rows(b)) for a, b in stance_pairs]
+        counts |= {
+            "stance_train_pairs": len(stance_pairs),
+            "stance_held_pairs": len(held_pairs),
+            "records_dropped_on_held_pairs": dropped,
+        }
     optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
-    return SFTRun(cfg, run_dir, model, tokenizer, optimizer, train, val, counts)
+    return SFTRun(cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs)
 
 
 def total_steps(cfg: SFTConfig, n_train: int) -> int:
@@ -308,12 +380,20 @@ def total_steps(cfg: SFTConfig, n_train: int) -> int:
     return min(cfg.steps, per_epoch * cfg.epochs) if cfg.steps else per_epoch * cfg.epochs
 
 
-def train_step(run: SFTRun, idx) -> dict:
-    """One AdamW step on the records `idx`; a non-finite loss or gradient stops the run."""
-    batch = make_batch([run.train[i] for i in idx], run.tokenizer.eos_token_id)
-    loss, grads = nn.value_and_grad(run.model, sft_loss)(run.model, *batch)
+def train_step(run: SFTRun, idx, step: int = 0) -> dict:
+    """One AdamW step on the records `idx` (and, with the stance contrast, the pairs of
+    `step`); a non-finite loss or gradient stops the run."""
+    pad_id = run.tokenizer.eos_token_id
+    batch = make_batch([run.train[i] for i in idx], pad_id)
+    rows = None
+    if run.stance is not None:
+        pick = stance_batches(len(run.stance), run.cfg.stance_batch, run.cfg.seed, step)
+        rows = [run.stance[i] for i in pick]
+    (loss, sft_part, margins), grads = nn.value_and_grad(run.model, step_loss)(
+        run.model, batch, rows, pad_id, run.cfg
+    )
     grads, norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
-    mx.eval(loss, grads, norm)
+    mx.eval(loss, sft_part, margins, grads, norm)
     if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
         dtype = run.model.model.embed_tokens.weight.dtype
         raise FloatingPointError(
@@ -322,7 +402,15 @@ def train_step(run: SFTRun, idx) -> dict:
         )
     run.optimizer.update(run.model, grads)
     mx.eval(run.model.trainable_parameters(), run.optimizer.state)
-    return {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}
+    out = {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}
+    if rows is not None:
+        m = np.array(margins)
+        out |= {
+            "sft_loss": sft_part.item(),
+            "stance_margin": float(m.mean()),
+            "stance_accuracy": float((m > 0).mean()),
+        }
+    return out
 
 
 def save_best(run: SFTRun, step: int, state: dict) -> Path:
@@ -376,7 +464,7 @@ def fit(run: SFTRun) -> dict:
         for idx in epoch_batches(lengths, cfg.batch_size, cfg.seed, epoch):
             if step == steps:
                 break
-            m = train_step(run, idx)
+            m = train_step(run, idx, step)
             step += 1
             recent.append(m["loss"])
             m |= {"lr": run.optimizer.learning_rate.item(), "epoch": epoch}
@@ -393,6 +481,8 @@ def fit(run: SFTRun) -> dict:
             log.append(step, m)
             bar.update(1)
             val = {"val": f"{m['val_loss']:.3f}"} if "val_loss" in m else {}
+            if "stance_margin" in m:
+                val["margin"] = f"{m['stance_margin']:+.2f}"
             bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
         epoch += 1
     bar.close()
@@ -408,6 +498,8 @@ def fit(run: SFTRun) -> dict:
         "counts": run.counts,
         "history": history,
     }
+    if run.held_pairs is not None:
+        summary["stance_held_pairs"] = [[a["id"], b["id"]] for a, b in run.held_pairs]
     (run.run_dir / "sft.json").write_text(strict_json.dumps(summary, indent=1))
     return summary
 

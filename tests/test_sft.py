@@ -19,6 +19,7 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
 import checkpoint
+import forced
 import lora
 import sft
 import train
@@ -33,16 +34,16 @@ make_sft = importlib.import_module("make_sft")
 def test_answer_mask_by_hand():
     """Row 0: prompt slots 0-2, answer 3-4, EOS 5, no padding. Row 1: 2 pad slots, prompt 2-3,
     answer 4, EOS 5. Target position t predicts slot t + 1."""
-    mask = sft.answer_mask(prompt_lens=[3, 2], seq_lens=[6, 4], width=6)
+    mask = forced.answer_mask(prompt_lens=[3, 2], seq_lens=[6, 4], width=6)
     assert mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]
 
 
 def test_encode_and_batch_mask_answer_and_final_eos():
     tok = tiny_tokenizer(97, eos_id=0)
-    tokens, n_prompt = sft.encode(tok, "t5 t6 t7", "t8 t9")
+    tokens, n_prompt = forced.encode(tok, "t5 t6 t7", "t8 t9")
     assert (tokens, n_prompt) == ([5, 6, 7, 8, 9, 0], 3)
-    short = sft.encode(tok, "t5", "t8")  # [5, 8, 0]: pad 3 on the left
-    inputs, targets, mask, pad = sft.make_batch([(tokens, n_prompt), short], pad_id=0)
+    short = forced.encode(tok, "t5", "t8")  # [5, 8, 0]: pad 3 on the left
+    inputs, targets, mask, pad = forced.make_batch([(tokens, n_prompt), short], pad_id=0)
     assert inputs.tolist() == [[5, 6, 7, 8, 9], [0, 0, 0, 5, 8]]
     assert targets.tolist() == [[6, 7, 8, 9, 0], [0, 0, 5, 8, 0]]
     assert mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]  # answer tokens and the EOS
@@ -51,8 +52,8 @@ def test_encode_and_batch_mask_answer_and_final_eos():
 
 def test_embedded_tokenizer_ends_the_answer_with_im_end(smollm):
     tok = smollm.tokenizer
-    tokens, n_prompt = sft.encode(tok, "What is the capital of France?", "Paris.")
-    _, targets, mask, _ = sft.make_batch([(tokens, n_prompt)], tok.eos_token_id)
+    tokens, n_prompt = forced.encode(tok, "What is the capital of France?", "Paris.")
+    _, targets, mask, _ = forced.make_batch([(tokens, n_prompt)], tok.eos_token_id)
     answer = np.array(targets)[np.array(mask) > 0].tolist()
     assert tok.decode(answer) == "Paris.<|im_end|>" and answer[-1] == tok.eos_token_id
     assert tok.decode(tokens[:n_prompt]).endswith("<|im_start|>assistant\n")
@@ -89,7 +90,7 @@ def test_loss_equals_float64_reference_on_padded_batch():
     for n_prompt, n_answer in [(5, 3), (2, 7), (9, 1), (4, 4)]:
         tokens = rng.integers(1, 97, n_prompt + n_answer).tolist() + [0]
         examples.append((tokens, n_prompt))
-    loss = sft.sft_loss(model, *sft.make_batch(examples, pad_id=0)).item()
+    loss = sft.sft_loss(model, *forced.make_batch(examples, pad_id=0)).item()
     assert loss == pytest.approx(_reference_loss(model, examples), rel=2e-5)
     assert sft.mean_loss(model, examples, 0, batch=3) == pytest.approx(loss, rel=2e-5)
 
