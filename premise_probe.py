@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 import chat_format
 import errors
+import forced
 import stats
 import strict_json
 from load_weights import load
@@ -136,7 +137,34 @@ def figure(margins: np.ndarray) -> dict:
     return {"pairwise_accuracy": wins / len(margins), "ci95": [lo, hi], "n_pairs": len(margins)}
 
 
-def probe_model(ref: str, pairs, fold, groups, read_layer: int, seed: int, progress: bool) -> dict:
+def stance_figures(margins: np.ndarray, fold: np.ndarray, folds: int) -> dict:
+    """The stance margins' pairwise accuracy over all pairs and within each fold."""
+    return {
+        "all": figure(margins),
+        "by_fold": [figure(margins[fold == k]) for k in range(folds)],
+    }
+
+
+def group_bootstrap_diff(a: np.ndarray, b: np.ndarray, groups: np.ndarray, n_boot=2000, seed=0):
+    """Mean of b - a (per-pair wins) with a 95% interval resampling whole claim groups."""
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    names = np.unique(groups)
+    sums = np.array([d[groups == g].sum() for g in names])
+    sizes = np.array([(groups == g).sum() for g in names])
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(names), size=(n_boot, len(names)))
+    boots = sums[pick].sum(axis=1) / sizes[pick].sum(axis=1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"diff": float(d.mean()), "ci95": [float(lo), float(hi)], "n_pairs": len(d)}
+
+
+def wins(margins: np.ndarray) -> np.ndarray:
+    return (margins > 0) + 0.5 * (margins == 0)
+
+
+def probe_model(
+    ref: str, pairs, fold, groups, read_layer: int, seed: int, progress: bool, stance=None
+) -> dict:
     model, tokenizer = load(ref, mx.float32)  # probes read float32 states on every backend
     n_layers = len(model.layers)
     if not 0 <= read_layer <= n_layers:
@@ -153,7 +181,13 @@ def probe_model(ref: str, pairs, fold, groups, read_layer: int, seed: int, progr
         if layer == read_layer:
             read_margins = margins
     best = max(layers, key=lambda r: r["pairwise_accuracy"])
-    return {
+    out = {}
+    if stance is not None:  # the model's own stance: log p(sentence | false) - p(... | twin)
+        lp = forced.text_logprobs(model, tokenizer, texts, stance)
+        margins = lp[0::2] - lp[1::2]  # texts alternate false, twin
+        out["stance"] = {"text": stance, **stance_figures(margins, fold, int(fold.max()) + 1)}
+        out["stance_pair_margins"] = [float(m) for m in margins]
+    return out | {
         "model": ref,
         "blocks": n_layers,
         "read_layer": layers[read_layer],
@@ -195,6 +229,13 @@ def main(argv=None) -> int:
         help="the layer whose figure is read (0: embedding, i: after block i)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
+    p.add_argument(
+        "--stance",
+        default=None,
+        help="also score this sentence opening the answer after each half (e.g. 'That premise "
+        "is false.'): the share of pairs where the false half gives it more log-probability, "
+        "overall and per fold; with several models, each against the first by claim group",
+    )
     p.add_argument("--limit", type=int, default=None, help="probe the first N pairs (a quick look)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
@@ -220,9 +261,12 @@ def main(argv=None) -> int:
         "feature": "residual stream at the last prompt token (chat template)",
         "bag_of_words": figure(bow),
         "models": [
-            probe_model(m, pairs, fold, groups, a.layer, a.seed, not a.json) for m in a.model
+            probe_model(m, pairs, fold, groups, a.layer, a.seed, not a.json, a.stance)
+            for m in a.model
         ],
     }
+    if a.stance is not None:
+        result["stance_vs_first"] = stance_versus_first(result["models"], fold, groups, a.folds)
     if a.json:
         print(strict_json.dumps(result))
         return 0
@@ -236,7 +280,31 @@ def main(argv=None) -> int:
                 f"  layer {row['layer']:>2}  {row['pairwise_accuracy']:.3f}  "
                 f"[{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]"
             )
+        if "stance" in m:
+            st = m["stance"]
+            folds = "  ".join(f"{f['pairwise_accuracy']:.3f}" for f in st["by_fold"])
+            print(f"  stance {st['text']!r}: {stats.show(_as_fig(st['all']))}; by fold: {folds}")
+    for row in result.get("stance_vs_first", []):
+        cells = "; ".join(
+            f"fold {k}: {d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+            for k, d in enumerate(row["by_fold"])
+        )
+        print(f"stance, {row['model']} - {row['first']}: all {row['all']['diff']:+.3f}; {cells}")
     return 0
+
+
+def stance_versus_first(models: list[dict], fold, groups, folds: int) -> list[dict]:
+    """Each later model's stance accuracy minus the first's, overall and per fold, with
+    intervals that resample claim groups (the pairs are paired across models)."""
+    first = wins(np.array(models[0]["stance_pair_margins"]))
+    out = []
+    for m in models[1:]:
+        w = wins(np.array(m["stance_pair_margins"]))
+        per = [group_bootstrap_diff(first[fold == k], w[fold == k], groups[fold == k])
+               for k in range(folds)]  # fmt: skip
+        row = {"model": m["model"], "first": models[0]["model"]}
+        out.append(row | {"all": group_bootstrap_diff(first, w, groups), "by_fold": per})
+    return out
 
 
 def _as_fig(row: dict) -> dict:

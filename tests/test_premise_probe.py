@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model, tiny_tokenizer
 
+import forced
 import premise_probe as pp
 from prompts import DataError
 
@@ -196,3 +197,47 @@ def test_cli_bad_input_is_one_error_line(tmp_path, capsys, args, words):
     rc = pp.main(["--model", str(tmp_path / "m"), *args, "--json"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and words in err[0], err
+
+
+def test_group_bootstrap_difference_by_hand():
+    a, b = np.array([0, 0, 1, 1, 0.5]), np.array([1, 1, 1, 1, 0.5])
+    d = pp.group_bootstrap_diff(a, b, np.array([0, 0, 1, 1, 2]))
+    assert d["diff"] == pytest.approx(0.4) and d["n_pairs"] == 5
+    assert 0 <= d["ci95"][0] <= 0.4 <= d["ci95"][1] <= 1.0  # only group 0 differs (by 1 each)
+    same = pp.group_bootstrap_diff(a, a, np.array([0, 0, 1, 1, 2]))
+    assert same == {"diff": 0.0, "ci95": [0.0, 0.0], "n_pairs": 5}
+
+
+def test_cli_stance_scores_the_sentence_after_each_half_and_compares_models(tmp_path, capsys):
+    model = tiny_model(LLAMA, seed=4)
+    save_checkpoint(model, LLAMA, tmp_path / "m")
+    save_checkpoint(tiny_model(LLAMA, seed=5), LLAMA, tmp_path / "n")
+    _pairs_file(tmp_path / "p.jsonl", 20)
+    args = [
+        "--pairs",
+        str(tmp_path / "p.jsonl"),
+        "--folds",
+        "4",
+        "--layer",
+        "2",
+        "--stance",
+        "t7 t8",
+        "--json",
+    ]
+    rc = pp.main(["--model", str(tmp_path / "m"), "--model", str(tmp_path / "m"), *args])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    first, second = out["models"]
+    pairs = pp.minimal_pairs(pp.load_prompts(str(tmp_path / "p.jsonl")))
+    tok = tiny_tokenizer(LLAMA["vocab_size"])
+    want = forced.text_logprobs(model, tok, [a["prompt"] for a, _ in pairs], "t7 t8")
+    want -= forced.text_logprobs(model, tok, [b["prompt"] for _, b in pairs], "t7 t8")
+    np.testing.assert_allclose(first["stance_pair_margins"], want, rtol=1e-4, atol=1e-5)
+    st = first["stance"]
+    assert st["all"]["pairwise_accuracy"] == pytest.approx(np.mean(want > 0))
+    assert sum(f["n_pairs"] for f in st["by_fold"]) == 20 and len(st["by_fold"]) == 4
+    (row,) = out["stance_vs_first"]  # the same model twice: no difference anywhere
+    assert row["all"]["diff"] == 0.0 and all(f["diff"] == 0.0 for f in row["by_fold"])
+    rc = pp.main(["--model", str(tmp_path / "m"), "--model", str(tmp_path / "n"), *args[:-1]])
+    text = capsys.readouterr().out
+    assert rc == 0 and "stance 't7 t8'" in text and f"{tmp_path / 'n'} - {tmp_path / 'm'}" in text

@@ -2,6 +2,7 @@
 prompt-disjoint split, checkpoints that load through load_weights (and take GRPO's LoRA on top),
 and bad data refused with one line before any model work."""
 
+import dataclasses
 import importlib
 import json
 import math
@@ -370,3 +371,106 @@ def test_falseqa_pairs_keep_both_members_or_neither(tmp_path, monkeypatch, capsy
     write("valid", [fp[0]])
     with pytest.raises(make_sft.DataError, match="1 false-premise rows but 0 true-premise"):
         make_sft.falseqa_records(1, seed=0, pairs=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# forced.text_logprobs and the stance contrast (--stance-pairs)
+
+
+def _text_logprob_reference(model, tok, prompt: str, text: str) -> float:
+    """log p(text | prompt) from the model's own unpadded forward, summed in float64."""
+    tokens, n_prompt = forced.encode(tok, prompt, text, eos=False)
+    logits = np.array(model(mx.array([tokens]))[0].astype(mx.float32), dtype=np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1))[:, None]
+    logp -= logits.max(1, keepdims=True)
+    return float(sum(logp[t, tokens[t + 1]] for t in range(n_prompt - 1, len(tokens) - 1)))
+
+
+def test_text_logprobs_equal_the_float64_reference_across_padding():
+    model, tok = tiny_model(QWEN3, seed=3), tiny_tokenizer(QWEN3["vocab_size"])
+    prompts = ["t5 t6 t7 t8 t9", "t11", "t12 t13", "t14 t15 t16"]
+    got = forced.text_logprobs(model, tok, prompts, "t40 t41 t42", batch=3)
+    want = [_text_logprob_reference(model, tok, p, "t40 t41 t42") for p in prompts]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    with pytest.raises(ValueError, match="has no tokens"):
+        forced.encode(tok, "t5", "   ", eos=False)
+
+
+def test_stance_contrast_is_the_softplus_of_the_margin_and_blind_to_a_shared_prompt():
+    model, tok = tiny_model(QWEN3, seed=3), tiny_tokenizer(QWEN3["vocab_size"])
+    false, twin, text = ["t5 t20 t21", "t5 t22"], ["t6 t20 t21", "t6 t22"], "t40 t41"
+    rows = [
+        (forced.encode(tok, f, text, eos=False), forced.encode(tok, t, text, eos=False))
+        for f, t in zip(false, twin, strict=True)
+    ]
+    loss, margins = sft.stance_contrast(model, rows, 0, beta=2.0)
+    m = forced.text_logprobs(model, tok, false, text) - forced.text_logprobs(model, tok, twin, text)
+    np.testing.assert_allclose(np.array(margins), m, rtol=1e-4, atol=1e-5)
+    assert loss.item() == pytest.approx(np.mean(np.logaddexp(0, -2.0 * m)), rel=1e-5)
+    same = [(r, r) for r, _ in rows]  # one prompt on both sides: no difference to pay
+    loss, margins = sft.stance_contrast(model, same, 0, beta=2.0)
+    assert np.abs(np.array(margins)).max() < 1e-5 and loss.item() == pytest.approx(math.log(2))
+
+
+def test_stance_batches_visit_every_pair_once_per_cycle():
+    picks = np.concatenate([sft.stance_batches(10, 4, 0, s) for s in range(5)])  # 2 cycles
+    assert sorted(picks[:10]) == list(range(10)) and sorted(picks[10:20]) == list(range(10))
+    assert np.array_equal(sft.stance_batches(10, 4, 0, 3), sft.stance_batches(10, 4, 0, 3))
+
+
+def _stance_files(tmp_path, n=20):
+    """n minimal pairs (false "t5 w w w w", twin "t6 w w w w"), each its own claim group, and
+    SFT records: _records() plus one correction of every pair's false half."""
+    rng = np.random.default_rng(0)
+    pairs, extra = [], []
+    for i in range(n):
+        words = " ".join(f"t{w}" for w in rng.integers(20, 90, size=4))
+        false = {"id": f"fp{i}", "category": "false_premise", "prompt": f"t5 {words}"}
+        pairs += [false, {"id": f"tw{i}", "category": "control", "prompt": f"t6 {words}"}]
+        pairs[-1]["pair"] = f"fp{i}"
+        extra.append(false | {"id": f"c{i}", "prompt_id": f"fp{i}", "answer": "t41 t42"})
+    for r in pairs:
+        r["source"] = "test"
+    keys = ("id", "prompt_id", "category", "prompt", "answer")
+    records = _records() + [{k: r[k] for k in keys} for r in extra]
+    return _write(tmp_path / "pairs.jsonl", pairs), _write(tmp_path / "sft_pairs.jsonl", records)
+
+
+def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp_path, base_dir):
+    pairs, data = _stance_files(tmp_path)
+    cfg = _cfg(tmp_path, base_dir, stance_pairs=str(pairs), stance_text="t7 t8", stance_batch=4)
+    cfg = dataclasses.replace(cfg, data=str(data))
+    run = sft.build(cfg)
+    c = run.counts
+    assert c["stance_train_pairs"] + c["stance_held_pairs"] == 20 and c["stance_held_pairs"] >= 4
+    assert c["records_dropped_on_held_pairs"] == c["stance_held_pairs"]  # one record each
+    train_pairs, held = sft.stance_split(cfg)
+    held_text = {r["prompt"] for p in held for r in p}
+    assert not held_text & {r["prompt"] for p in train_pairs for r in p}
+    kept, _ = sft.stance_records(sft.load_data([str(data)]), "t7 t8", held)
+    assert not held_text & {r["prompt"] for r in kept}
+    assert all(r["answer"].startswith("t7 t8 ") == (r["category"] == "false_premise") for r in kept)
+
+    def train_margin():
+        loss, m = sft.stance_contrast(run.model, run.stance, 0, 1.0)
+        return float(np.mean(np.array(m)))
+
+    before = train_margin()
+    for step in range(8):
+        out = sft.train_step(run, np.arange(step % 2 * 4, step % 2 * 4 + 4), step)
+    assert {"stance_margin", "stance_accuracy", "sft_loss"} <= set(out)
+    assert train_margin() > before + 1.0, (before, train_margin())
+
+
+@pytest.mark.parametrize(
+    "kw,words",
+    [
+        ({"stance_folds": 1}, "need >= 2 folds"),
+        ({"stance_holdout": 4}, "held-out fold in 0..folds-1"),
+        ({"stance_text": " "}, "stance_text is empty"),
+        ({"stance_weight": 0.0}, "must be > 0"),
+    ],
+)
+def test_bad_stance_settings_are_refused(tmp_path, base_dir, kw, words):
+    with pytest.raises(ValueError, match=words):
+        _cfg(tmp_path, base_dir, stance_pairs="p.jsonl", **kw)
