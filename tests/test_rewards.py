@@ -548,3 +548,23 @@ def test_stance_curiosity_penalty_costs_a_dispute_on_a_curiosity_prompt_only(tmp
     assert rewards.stance_values([1.0, 0.5], ["curiosity", "curiosity"]) == [0.0, 0.0]  # default
     with pytest.raises(rewards.RewardError, match="curiosity_penalty=-1"):
         rewards.check_components([rewards.Component("stance", 1.0, {"curiosity_penalty": -1})], "t")
+
+
+def test_the_stance_gate_recipe_pays_the_opening_by_category():
+    """recipes/values_sft_grpo16_reward.yaml's gate (attempt 22): +2 x opening with the sentence
+    on a false premise, -2 on a control, 0 on nonsense, curiosity, or without the opening."""
+    comps = rewards.load_reward_config("recipes/values_sft_grpo16_reward.yaml")
+    (gate,) = [c for c in comps if c.name == "fn"]
+    assert gate.weight == 2.0 and gate.categories is None
+    fn = rewards.REWARDS["fn"].build(None, **gate.args)
+    answers = [
+        "That premise is false. X.",
+        "  that premise is false: y",
+        "It is.",
+        "That premise is false.",
+    ]
+    cats = ["false_premise", "control", "false_premise", "nonsense"]
+    got = fn(["p"] * 4, answers, categories=cats)
+    assert list(got.values if hasattr(got, "values") else got) == [1.0, -1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="needs each prompt's category"):
+        fn(["p"], ["a"], categories=None)
