@@ -159,6 +159,7 @@ def group_bootstrap_diff(a: np.ndarray, b: np.ndarray, groups: np.ndarray, n_boo
 
 
 def wins(margins: np.ndarray) -> np.ndarray:
+    """Per pair: 1 where the margin is > 0, 0.5 on a tie, 0 otherwise."""
     return (margins > 0) + 0.5 * (margins == 0)
 
 
@@ -245,6 +246,10 @@ def main(argv=None) -> int:
         p.error(f"--group-run must be >= 0, got {a.group_run}")
     if a.limit is not None and a.limit < 1:
         p.error(f"--limit must be at least 1, got {a.limit}")
+    if a.stance is not None and not a.stance.strip():
+        raise errors.UserError(
+            "--stance is empty: give the sentence to score, e.g. 'That premise is false.'"
+        )
     with errors.as_user_error(ValueError):
         pairs = minimal_pairs(load_prompts(a.pairs))[: a.limit]
         groups = claim_groups(pairs, a.group_run)

@@ -179,6 +179,7 @@ def test_cli_prints_every_layer_and_the_peer(tmp_path, capsys):
         (["--pairs", "NOPAIRS"], "no record with a `pair` field"),
         (["--pairs", "MISSING"], "none.jsonl: file not found"),
         (["--pairs", "REVERSED"], "name a control prompt as their false half"),
+        (["--stance", " "], "--stance is empty"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(tmp_path, capsys, args, words):
