@@ -38,17 +38,10 @@ import flags
 import lora
 import runlog
 import strict_json
-from forced import encode, make_batch, row_logprob, token_nll
+from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
-from prompts import (
-    CATEGORIES,
-    DataError,
-    claim_groups,
-    fold_of_groups,
-    load_prompts,
-    load_sft,
-    minimal_pairs,
-)
+from prompts import CATEGORIES, DataError, load_sft
+from stance_pairs import stance_batches, stance_contrast, stance_records, stance_split
 
 _f = flags.option
 
@@ -227,45 +220,6 @@ class SFTRun:
     held_pairs: list | None = None  # [(false record, twin record)] never trained on
 
 
-# ----------------------------------------------------------------------------------------------
-# The stance contrast: the same sentence scored after a false premise and after its true twin
-
-
-def stance_split(cfg: SFTConfig) -> tuple[list, list]:
-    """(training pairs, held-out pairs) of cfg.stance_pairs, split by claim group
-    (prompts.claim_groups): fold cfg.stance_holdout of cfg.stance_folds is held out."""
-    pairs = minimal_pairs(load_prompts(cfg.stance_pairs))
-    fold = fold_of_groups(claim_groups(pairs), cfg.stance_folds, cfg.seed)
-    train = [p for p, f in zip(pairs, fold, strict=True) if f != cfg.stance_holdout]
-    held = [p for p, f in zip(pairs, fold, strict=True) if f == cfg.stance_holdout]
-    return train, held
-
-
-def stance_records(records: list[dict], text: str, held: list) -> tuple[list[dict], int]:
-    """The SFT records with every false-premise answer opened by the stance sentence (so the
-    sentence the contrast moves is the one a correction begins with), less the records whose
-    prompt is a held-out pair's half (so the held-out fold stays untrained); (records, dropped)."""
-    held_texts = {r["prompt"].strip() for pair in held for r in pair}
-    kept = [r for r in records if r["prompt"].strip() not in held_texts]
-    opened = [
-        r | {"answer": f"{text.strip()} {r['answer'].strip()}"}
-        if r["category"] == "false_premise"
-        else r
-        for r in kept
-    ]
-    return opened, len(records) - len(kept)
-
-
-def stance_contrast(model, rows: list, pad_id: int, beta: float) -> tuple[mx.array, mx.array]:
-    """(mean softplus(-beta * margin), margins) over pairs [(false row, twin row)], margin =
-    log p(sentence | false premise) - log p(sentence | its twin). Both halves score the same
-    tokens, so saying the sentence more (or less) after every prompt leaves it unchanged."""
-    batch = make_batch([r for r, _ in rows] + [t for _, t in rows], pad_id)
-    s = row_logprob(model, *batch)
-    margins = s[: len(rows)] - s[len(rows) :]
-    return mx.mean(mx.logaddexp(0.0, -beta * margins)), margins
-
-
 def step_loss(model, batch, rows, pad_id: int, cfg: SFTConfig):
     """(SFT loss + weight x stance contrast, SFT loss, margins); rows=None: plain SFT."""
     loss = sft_loss(model, *batch)
@@ -273,18 +227,6 @@ def step_loss(model, batch, rows, pad_id: int, cfg: SFTConfig):
         return loss, loss, mx.zeros((0,))
     contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
     return loss + cfg.stance_weight * contrast, loss, margins
-
-
-def stance_batches(n: int, batch: int, seed: int, step: int) -> np.ndarray:
-    """The pair indices of optimizer step `step` (0-based): seeded permutations of the n pairs
-    laid end to end, `batch` at a time."""
-    start = step * batch
-    out = []
-    while len(out) < batch:
-        cycle, offset = divmod(start + len(out), n)
-        order = np.random.default_rng([seed, 2000 + cycle]).permutation(n)
-        out += list(order[offset : offset + batch - len(out)])
-    return np.array(out)
 
 
 def add_adapters(model, cfg: SFTConfig) -> int:
@@ -334,7 +276,9 @@ def build(cfg: SFTConfig) -> SFTRun:
     stance_pairs = held_pairs = None
     dropped = 0
     if cfg.stance_pairs:
-        stance_pairs, held_pairs = stance_split(cfg)
+        stance_pairs, held_pairs = stance_split(
+            cfg.stance_pairs, cfg.stance_folds, cfg.stance_holdout, cfg.seed
+        )
         records, dropped = stance_records(records, cfg.stance_text, held_pairs)
     train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
     run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())

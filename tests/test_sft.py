@@ -23,6 +23,7 @@ import checkpoint
 import forced
 import lora
 import sft
+import stance_pairs
 import train
 from load_weights import load, resolve
 from prompts import load_prompts, load_sft
@@ -403,19 +404,21 @@ def test_stance_contrast_is_the_softplus_of_the_margin_and_blind_to_a_shared_pro
         (forced.encode(tok, f, text, eos=False), forced.encode(tok, t, text, eos=False))
         for f, t in zip(false, twin, strict=True)
     ]
-    loss, margins = sft.stance_contrast(model, rows, 0, beta=2.0)
+    loss, margins = stance_pairs.stance_contrast(model, rows, 0, beta=2.0)
     m = forced.text_logprobs(model, tok, false, text) - forced.text_logprobs(model, tok, twin, text)
     np.testing.assert_allclose(np.array(margins), m, rtol=1e-4, atol=1e-5)
     assert loss.item() == pytest.approx(np.mean(np.logaddexp(0, -2.0 * m)), rel=1e-5)
     same = [(r, r) for r, _ in rows]  # one prompt on both sides: no difference to pay
-    loss, margins = sft.stance_contrast(model, same, 0, beta=2.0)
+    loss, margins = stance_pairs.stance_contrast(model, same, 0, beta=2.0)
     assert np.abs(np.array(margins)).max() < 1e-5 and loss.item() == pytest.approx(math.log(2))
 
 
 def test_stance_batches_visit_every_pair_once_per_cycle():
-    picks = np.concatenate([sft.stance_batches(10, 4, 0, s) for s in range(5)])  # 2 cycles
+    picks = np.concatenate([stance_pairs.stance_batches(10, 4, 0, s) for s in range(5)])  # 2 cycles
     assert sorted(picks[:10]) == list(range(10)) and sorted(picks[10:20]) == list(range(10))
-    assert np.array_equal(sft.stance_batches(10, 4, 0, 3), sft.stance_batches(10, 4, 0, 3))
+    assert np.array_equal(
+        stance_pairs.stance_batches(10, 4, 0, 3), stance_pairs.stance_batches(10, 4, 0, 3)
+    )
 
 
 def _stance_files(tmp_path, n=20):
@@ -444,15 +447,17 @@ def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp
     c = run.counts
     assert c["stance_train_pairs"] + c["stance_held_pairs"] == 20 and c["stance_held_pairs"] >= 4
     assert c["records_dropped_on_held_pairs"] == c["stance_held_pairs"]  # one record each
-    train_pairs, held = sft.stance_split(cfg)
+    train_pairs, held = stance_pairs.stance_split(
+        cfg.stance_pairs, cfg.stance_folds, cfg.stance_holdout, cfg.seed
+    )
     held_text = {r["prompt"] for p in held for r in p}
     assert not held_text & {r["prompt"] for p in train_pairs for r in p}
-    kept, _ = sft.stance_records(sft.load_data([str(data)]), "t7 t8", held)
+    kept, _ = stance_pairs.stance_records(sft.load_data([str(data)]), "t7 t8", held)
     assert not held_text & {r["prompt"] for r in kept}
     assert all(r["answer"].startswith("t7 t8 ") == (r["category"] == "false_premise") for r in kept)
 
     def train_margin():
-        loss, m = sft.stance_contrast(run.model, run.stance, 0, 1.0)
+        loss, m = stance_pairs.stance_contrast(run.model, run.stance, 0, 1.0)
         return float(np.mean(np.array(m)))
 
     before = train_margin()
