@@ -40,6 +40,15 @@ import runlog
 import strict_json
 from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
+from opener_gate import (
+    gate_figures,
+    gate_logprobs,
+    gate_loss,
+    gate_records,
+    gate_rows,
+    gate_split,
+    parse_gates,
+)
 from prompts import CATEGORIES, DataError, load_sft
 from stance_pairs import stance_batches, stance_contrast, stance_records, stance_split
 
@@ -78,10 +87,23 @@ class SFTConfig:
     stance_batch: int = _f(8, "minimal pairs per optimizer step")
     stance_folds: int = _f(4, "folds of the pairs by claim group; one is held out")
     stance_holdout: int = _f(0, "the held-out fold: its pairs and SFT records never trained on")
+    gate: str = _f(
+        "",
+        "opener gates 'category=sentence; ...': the sentence opens that category's answers and "
+        "p(sentence | prompt) is trained as its classifier on --gate-prompts (empty = none)",
+    )
+    gate_prompts: str = _f(
+        "data/prompts.jsonl,data/twins_v2.jsonl",
+        "prompt files the gates learn from (training prompts only; twins go with their claim)",
+    )
+    gate_weight: float = _f(1.0, "weight of the gates' cross-entropy beside the SFT loss")
+    gate_batch: int = _f(16, "gate prompts per optimizer step")
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch"):
+        for name in (
+            "epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch", "gate_batch"
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("steps", "warmup_steps", "eval_every", "lora_layers"):
@@ -104,8 +126,21 @@ class SFTConfig:
                     f"stance_weight={self.stance_weight}, stance_beta={self.stance_beta}: both "
                     "must be > 0 (leave --stance-pairs empty for plain SFT)"
                 )
+        if self.gate:
+            self.gate_list()  # raises on a bad entry
+            if self.stance_pairs:
+                raise ValueError(
+                    "--gate and --stance-pairs both open answers with a sentence: use one"
+                )
+            if not self.gate_weight > 0:
+                raise ValueError(f"gate_weight={self.gate_weight} must be > 0")
+            if not self.gate_prompts.strip():
+                raise ValueError("gate_prompts is empty: name the prompt files the gates learn")
         if not self.data_files():
             raise ValueError("data is empty: name at least one JSONL file")
+
+    def gate_list(self) -> list[tuple[str, str]]:
+        return parse_gates(self.gate) if self.gate else []
 
     def data_files(self) -> list[str]:
         return [p.strip() for p in self.data.split(",") if p.strip()]
@@ -218,15 +253,21 @@ class SFTRun:
     counts: dict
     stance: list | None = None  # [(false row, twin row)] of the training pairs, or None
     held_pairs: list | None = None  # [(false record, twin record)] never trained on
+    gate: dict | None = None  # rows/targets of the gates' training and validation prompts
 
 
-def step_loss(model, batch, rows, pad_id: int, cfg: SFTConfig):
-    """(SFT loss + weight x stance contrast, SFT loss, margins); rows=None: plain SFT."""
+def step_loss(model, batch, rows, gate, pad_id: int, cfg: SFTConfig):
+    """(SFT loss + the weighted extra term, SFT loss, extra term, its per-row figures): the
+    stance contrast and its margins (rows), the gates' cross-entropy and log p(sentence) (gate
+    = (rows, targets)), or nothing (plain SFT)."""
     loss = sft_loss(model, *batch)
-    if rows is None:
-        return loss, loss, mx.zeros((0,))
-    contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
-    return loss + cfg.stance_weight * contrast, loss, margins
+    if rows is not None:
+        contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
+        return loss + cfg.stance_weight * contrast, loss, contrast, margins
+    if gate is not None:
+        bce, lp = gate_loss(model, *gate, pad_id)
+        return loss + cfg.gate_weight * bce, loss, bce, lp
+    return loss, loss, mx.zeros(()), mx.zeros((0,))
 
 
 def add_adapters(model, cfg: SFTConfig) -> int:
@@ -280,7 +321,13 @@ def build(cfg: SFTConfig) -> SFTRun:
             cfg.stance_pairs, cfg.stance_folds, cfg.stance_holdout, cfg.seed
         )
         records, dropped = stance_records(records, cfg.stance_text, held_pairs)
+    gates = cfg.gate_list()
+    if gates:
+        records = gate_records(records, gates)
     train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
+    if gates:  # the SFT's validation prompts stay out of the gates' training too
+        val_texts = {r["prompt"].strip() for r in val_recs}
+        gate_train, gate_val = gate_split(cfg.gate_prompts, val_texts, cfg.val_fraction, cfg.seed)
     run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())
     if (run_dir / "metrics.jsonl").exists():
         raise FileExistsError(f"{run_dir} already holds a run; choose another --run-name")
@@ -315,8 +362,35 @@ def build(cfg: SFTConfig) -> SFTRun:
             "stance_held_pairs": len(held_pairs),
             "records_dropped_on_held_pairs": dropped,
         }
+    gate = None
+    if gates:
+        check_openers(tokenizer, train_recs + val_recs, gates)
+        gate = {"train": gate_rows(tokenizer, gate_train, gates)}
+        gate["val"] = gate_rows(tokenizer, gate_val, gates)
+        gate["val_categories"] = [r["category"] for r in gate_val]
+        counts |= {"gate_train_prompts": len(gate_train), "gate_val_prompts": len(gate_val)}
     optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
-    return SFTRun(cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs)
+    return SFTRun(
+        cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs, gate
+    )
+
+
+def check_openers(tokenizer, records: list[dict], gates) -> None:
+    """Each gated answer's tokens must begin with its gate's sentence's tokens, or the gate would
+    train tokens the SFT answers never show (DataError naming the record and the sentence)."""
+    opener = dict(gates)
+    for r in records:
+        text = opener.get(r["category"])
+        if text is None:
+            continue
+        want = tokenizer.encode(text, add_special_tokens=False)
+        got = tokenizer.encode(r["answer"].strip(), add_special_tokens=False)[: len(want)]
+        if got != want:
+            raise DataError(
+                f"record {r['id']!r}: its answer does not begin with the tokens of the gate "
+                f"sentence {text!r} (a sentence ending mid-word merges with the next one); end "
+                "the sentence with a full stop or colon"
+            )
 
 
 def total_steps(cfg: SFTConfig, n_train: int) -> int:
@@ -329,15 +403,19 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
     `step`); a non-finite loss or gradient stops the run."""
     pad_id = run.tokenizer.eos_token_id
     batch = make_batch([run.train[i] for i in idx], pad_id)
-    rows = None
+    rows = gate = None
     if run.stance is not None:
         pick = stance_batches(len(run.stance), run.cfg.stance_batch, run.cfg.seed, step)
         rows = [run.stance[i] for i in pick]
-    (loss, sft_part, margins), grads = nn.value_and_grad(run.model, step_loss)(
-        run.model, batch, rows, pad_id, run.cfg
+    if run.gate is not None:
+        gate_rows_all, gate_targets = run.gate["train"]
+        pick = stance_batches(len(gate_rows_all), run.cfg.gate_batch, run.cfg.seed, step, 3000)
+        gate = ([gate_rows_all[i] for i in pick], gate_targets[pick])
+    (loss, sft_part, extra, margins), grads = nn.value_and_grad(run.model, step_loss)(
+        run.model, batch, rows, gate, pad_id, run.cfg
     )
     grads, norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
-    mx.eval(loss, sft_part, margins, grads, norm)
+    mx.eval(loss, sft_part, extra, margins, grads, norm)
     if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
         dtype = run.model.model.embed_tokens.weight.dtype
         raise FloatingPointError(
@@ -354,6 +432,26 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
             "stance_margin": float(m.mean()),
             "stance_accuracy": float((m > 0).mean()),
         }
+    if gate is not None:
+        lp, t = np.array(margins), gate[1]
+        out |= {"sft_loss": sft_part.item(), "gate_loss": extra.item()}
+        out["gate_accuracy"] = float(np.mean((lp > np.log(0.5)) == (t > 0.5)))
+    return out
+
+
+def gate_val_figures(run: SFTRun) -> dict:
+    """The gates on their validation prompts (gate_figures), no gradient."""
+    rows, _ = run.gate["val"]
+    lp = gate_logprobs(run.model, rows, run.tokenizer.eos_token_id)
+    return gate_figures(lp, run.gate["val_categories"], run.cfg.gate_list())
+
+
+def flat_gate(figs: dict) -> dict:
+    """gate_figures as flat metric names: gate/<category>/auroc, gate/<category>/opens_<c>."""
+    out = {}
+    for cat, f in figs.items():
+        out[f"gate/{cat}/auroc"] = f["auroc"]
+        out |= {f"gate/{cat}/opens_{c}": v for c, v in f["opens"].items()}
     return out
 
 
@@ -399,7 +497,9 @@ def fit(run: SFTRun) -> dict:
     start = time.perf_counter()
     base_val = mean_loss(run.model, run.val, pad_id)
     history = [{"step": 0, "val_loss": base_val}]
-    log.append(0, {"val_loss": base_val})
+    if run.gate is not None:
+        history[0]["gate"] = gate_val_figures(run)
+    log.append(0, {"val_loss": base_val} | flat_gate(history[0].get("gate", {})))
     best = {"step": None, "val_loss": math.inf}
     recent = []
     bar = tqdm(total=steps, desc="sft", unit="step", dynamic_ncols=True)
@@ -417,6 +517,9 @@ def fit(run: SFTRun) -> dict:
                 m["val_loss"] = mean_loss(run.model, run.val, pad_id)
                 recent = []
                 history.append({k: m[k] for k in ("train_loss", "val_loss")} | {"step": step})
+                if run.gate is not None:
+                    history[-1]["gate"] = gate_val_figures(run)
+                    m |= flat_gate(history[-1]["gate"])
                 if m["val_loss"] < best["val_loss"]:
                     best = {"step": step, "val_loss": m["val_loss"]}
                     state = {"epoch": epoch, "val_loss": m["val_loss"], "base_val_loss": base_val}
@@ -427,6 +530,8 @@ def fit(run: SFTRun) -> dict:
             val = {"val": f"{m['val_loss']:.3f}"} if "val_loss" in m else {}
             if "stance_margin" in m:
                 val["margin"] = f"{m['stance_margin']:+.2f}"
+            if "gate_loss" in m:
+                val["gate"] = f"{m['gate_loss']:.3f}"
             bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
         epoch += 1
     bar.close()
@@ -444,6 +549,13 @@ def fit(run: SFTRun) -> dict:
     }
     if run.held_pairs is not None:
         summary["stance_held_pairs"] = [[a["id"], b["id"]] for a, b in run.held_pairs]
+    if run.gate is not None:  # the gates on their validation prompts, before and as kept
+        at = {h["step"]: h["gate"] for h in history}
+        summary["gate"] = {
+            "gates": [{"category": c, "sentence": t} for c, t in cfg.gate_list()],
+            "val_step_0": at[0],
+            "val_best_step": at.get(best["step"]),
+        }
     (run.run_dir / "sft.json").write_text(strict_json.dumps(summary, indent=1))
     return summary
 

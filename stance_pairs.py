@@ -46,13 +46,14 @@ def stance_contrast(model, rows: list, pad_id: int, beta: float) -> tuple[mx.arr
     return mx.mean(mx.logaddexp(0.0, -beta * margins)), margins
 
 
-def stance_batches(n: int, batch: int, seed: int, step: int) -> np.ndarray:
+def stance_batches(n: int, batch: int, seed: int, step: int, stream: int = 2000) -> np.ndarray:
     """The pair indices of optimizer step `step` (0-based): seeded permutations of the n pairs
-    laid end to end, `batch` at a time."""
+    laid end to end, `batch` at a time (`stream` keeps another user's order apart: the opener
+    gate's prompts use 3000)."""
     start = step * batch
     out = []
     while len(out) < batch:
         cycle, offset = divmod(start + len(out), n)
-        order = np.random.default_rng([seed, 2000 + cycle]).permutation(n)
+        order = np.random.default_rng([seed, stream + cycle]).permutation(n)
         out += list(order[offset : offset + batch - len(out)])
     return np.array(out)

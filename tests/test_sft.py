@@ -22,6 +22,7 @@ from mlx.utils import tree_flatten
 import checkpoint
 import forced
 import lora
+import opener_gate
 import sft
 import stance_pairs
 import train
@@ -479,3 +480,156 @@ def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp
 def test_bad_stance_settings_are_refused(tmp_path, base_dir, kw, words):
     with pytest.raises(ValueError, match=words):
         _cfg(tmp_path, base_dir, stance_pairs="p.jsonl", **kw)
+
+
+# The opener gate (--gate): a sentence's probability trained as a category classifier
+
+
+def test_parse_gates_reads_entries_and_refuses_bad_ones():
+    spec = "nonsense=That question does not make sense.; false_premise = That premise is false."
+    assert opener_gate.parse_gates(spec) == [
+        ("nonsense", "That question does not make sense."),
+        ("false_premise", "That premise is false."),
+    ]
+    for bad, words in [
+        ("nonsens=x.", "write category=sentence"),
+        ("nonsense", "write category=sentence"),
+        ("nonsense= ", "write category=sentence"),
+        ("nonsense=a.;nonsense=b.", "twice"),
+        (" ; ", "no category=sentence"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            opener_gate.parse_gates(bad)
+
+
+def test_gate_records_open_only_the_gated_category_once():
+    recs = _records(n_prompts_per_cat=2, answers=1)
+    recs[0] = recs[0] | {"answer": "t7 t8 t9"}  # false_premise, already opened
+    out = opener_gate.gate_records(recs, [("false_premise", "t7 t8")])
+    for before, after in zip(recs, out, strict=True):
+        if before["category"] != "false_premise":
+            assert after == before
+        elif before["answer"].startswith("t7 t8"):
+            assert after["answer"] == before["answer"]
+        else:
+            assert after["answer"] == "t7 t8 " + before["answer"]
+
+
+def test_log1mexp_equals_float64_at_both_ends():
+    x = np.array([-1e-5, -1e-3, -0.1, -0.69, -0.7, -1.0, -5.0, -30.0])
+    got = np.array(opener_gate.log1mexp(mx.array(x, dtype=mx.float32)))
+    np.testing.assert_allclose(got, np.log(-np.expm1(x)), rtol=2e-4, atol=1e-7)
+
+
+def test_gate_loss_is_the_binary_cross_entropy_of_the_sentence_probability():
+    model, tok = tiny_model(QWEN3, seed=3), tiny_tokenizer(QWEN3["vocab_size"])
+    prompts = [
+        {"prompt": "t5 t20", "category": "nonsense"},
+        {"prompt": "t6 t21 t22", "category": "control"},
+        {"prompt": "t7", "category": "false_premise"},
+    ]
+    gates = [("nonsense", "t40 t41"), ("false_premise", "t42")]
+    rows, targets = opener_gate.gate_rows(tok, prompts, gates)
+    assert targets.tolist() == [[1, 0], [0, 0], [0, 1]]
+    loss, lp = opener_gate.gate_loss(model, rows, targets, 0)
+    want = np.stack(
+        [forced.text_logprobs(model, tok, [p["prompt"] for p in prompts], t) for _, t in gates], 1
+    )
+    np.testing.assert_allclose(np.array(lp), want, rtol=1e-4, atol=1e-5)
+    bce = -(targets * want + (1 - targets) * np.log(-np.expm1(want)))
+    assert loss.item() == pytest.approx(bce.mean(), rel=1e-4)
+    np.testing.assert_allclose(opener_gate.gate_logprobs(model, rows, 0, batch=2), want, rtol=1e-4)
+
+
+def test_gate_figures_by_hand():
+    half = math.log(0.5)
+    lp = np.array([[half + 0.1], [half - 0.1], [half + 0.2], [-9.0]])
+    cats = ["nonsense", "nonsense", "control", "curiosity"]
+    f = opener_gate.gate_figures(lp, cats, [("nonsense", "s.")])["nonsense"]
+    assert f["opens"] == {"nonsense": 0.5, "curiosity": 0.0, "control": 1.0}
+    # positives (half+0.1, half-0.1) against negatives (half+0.2, -9): 2 of 4 orders right
+    assert f["auroc"] == pytest.approx(0.5)
+
+
+def _gate_prompts(tmp_path, n=24):
+    """Prompts the gate learns from: nonsense "t5 w w", control "t6 w w" (twins of some false
+    premises "t8 w w"), so the first word tells the category."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(n):
+        w = " ".join(f"t{x}" for x in rng.integers(20, 90, size=2))
+        rows += [
+            {"id": f"ns{i}", "category": "nonsense", "prompt": f"t5 {w} t{90 + i}"},
+            {"id": f"fp{i}", "category": "false_premise", "prompt": f"t8 {w} t{90 + i}"},
+            {
+                "id": f"tw{i}",
+                "category": "control",
+                "prompt": f"t6 {w} t{90 + i}",
+                "pair": f"fp{i}",
+            },
+        ]
+    for r in rows:
+        r["source"] = "test"
+        if r["id"].startswith("tw"):
+            r["pair"] = "fp" + r["id"][2:]
+    return _write(tmp_path / "gate_prompts.jsonl", rows)
+
+
+def test_gate_split_keeps_twins_with_their_claim_and_the_sft_validation_out():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = _gate_prompts(Path(d))
+        forced_text = "t5 " + load_prompts(str(path))[0]["prompt"][3:]
+        train_p, val_p = opener_gate.gate_split(str(path), {forced_text}, 0.25, seed=0)
+    ids = lambda rs: {r["id"] for r in rs}  # noqa: E731
+    assert not ids(train_p) & ids(val_p) and len(train_p) + len(val_p) == 72
+    assert forced_text in {r["prompt"] for r in val_p}
+    for i in range(24):  # a twin sits where its false premise sits
+        assert (f"fp{i}" in ids(val_p)) == (f"tw{i}" in ids(val_p))
+    assert 0.2 < len(val_p) / 72 < 0.35
+
+
+def test_gate_run_learns_the_decision_and_reports_it(tmp_path, base_dir, capsys):
+    prompts = _gate_prompts(tmp_path)
+    cfg = _cfg(tmp_path, base_dir, gate="nonsense=t7", gate_prompts=str(prompts), gate_batch=12)
+    run = sft.build(cfg)
+    assert run.counts["gate_train_prompts"] + run.counts["gate_val_prompts"] == 72
+    opened = [r for r in opener_gate.gate_records(sft.load_data([cfg.data]), cfg.gate_list())]
+    assert all(r["answer"].startswith("t7 ") == (r["category"] == "nonsense") for r in opened)
+    before = sft.gate_val_figures(run)["nonsense"]
+    for step in range(20):
+        out = sft.train_step(run, np.arange(step % 2 * 4, step % 2 * 4 + 4), step)
+    assert {"gate_loss", "gate_accuracy", "sft_loss"} <= set(out)
+    after = sft.gate_val_figures(run)["nonsense"]
+    assert after["auroc"] > max(before["auroc"], 0.85), (before, after)
+    assert after["opens"]["nonsense"] >= 0.5 and after["opens"]["control"] == 0, after
+    summary = sft.fit(sft.build(dataclasses.replace(cfg, run_name="r2", steps=2)))
+    assert summary["gate"]["gates"] == [{"category": "nonsense", "sentence": "t7"}]
+    assert set(summary["gate"]["val_step_0"]["nonsense"]["opens"]) == {
+        "nonsense", "false_premise", "control"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kw,words",
+    [
+        ({"gate": "nonsense"}, "write category=sentence"),
+        ({"gate": "nonsense=a.", "stance_pairs": "p.jsonl"}, "use one"),
+        ({"gate": "nonsense=a.", "gate_weight": 0.0}, "must be > 0"),
+        ({"gate": "nonsense=a.", "gate_prompts": " "}, "gate_prompts is empty"),
+        ({"gate": "nonsense=a.", "gate_batch": 0}, "must be >= 1"),
+    ],
+)
+def test_bad_gate_settings_are_refused(tmp_path, base_dir, kw, words):
+    with pytest.raises(ValueError, match=words):
+        _cfg(tmp_path, base_dir, **kw)
+
+
+def test_a_gate_sentence_the_answers_do_not_begin_with_is_refused(smollm):
+    tok = smollm.tokenizer
+    recs = [{"id": "a", "category": "nonsense", "answer": "There is no such thing."}]
+    with pytest.raises(sft.DataError, match="does not begin with the tokens"):
+        sft.check_openers(tok, recs, [("nonsense", "The")])  # "There" is one token
+    sft.check_openers(tok, [recs[0] | {"answer": "The. There"}], [("nonsense", "The.")])
+    sft.check_openers(tok, recs, [("control", "The")])  # another category: not checked

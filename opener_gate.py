@@ -1,0 +1,128 @@
+"""The opener gate (sft.py --gate): one fixed sentence opens every answer of a category, and a
+loss makes the sentence's probability after a prompt a classifier of that category, trained on
+many more prompts than have written answers (knowledge/sft.md).
+
+Greedy decoding writes the sentence whenever its probability is above one half (each of its
+tokens is then the likeliest), so a binary cross-entropy on p(sentence | prompt) with the
+category as the label trains the very decision greedy answers act on, an absolute one: the
+stance contrast (stance_pairs.py) moves only the difference between two prompts.
+"""
+
+import math
+
+import mlx.core as mx
+import numpy as np
+
+from forced import encode, make_batch, row_logprob
+from prompts import CATEGORIES, load_prompts
+
+LOG_HALF = math.log(0.5)
+
+
+def parse_gates(spec: str) -> list[tuple[str, str]]:
+    """[(category, sentence)] from "category=sentence; category=sentence". Raises ValueError
+    naming the bad entry."""
+    gates = []
+    for entry in spec.split(";"):
+        if not entry.strip():
+            continue
+        cat, eq, text = entry.partition("=")
+        cat, text = cat.strip(), text.strip()
+        if not eq or cat not in CATEGORIES or not text:
+            raise ValueError(
+                f"gate entry {entry.strip()!r}: write category=sentence with a category of "
+                f"{list(CATEGORIES)}, e.g. 'nonsense=That question does not make sense.'"
+            )
+        if cat in [c for c, _ in gates]:
+            raise ValueError(f"gate {spec!r} names {cat!r} twice: one sentence per category")
+        gates.append((cat, text))
+    if not gates:
+        raise ValueError(f"gate {spec!r} names no category=sentence entry")
+    return gates
+
+
+def gate_records(records: list[dict], gates: list[tuple[str, str]]) -> list[dict]:
+    """The SFT records with each gated category's answers opened by its sentence (an answer that
+    already begins with it is left as it is)."""
+    opener = dict(gates)
+    out = []
+    for r in records:
+        text = opener.get(r["category"])
+        if text is None or r["answer"].strip().startswith(text):
+            out.append(r)
+        else:
+            out.append(r | {"answer": f"{text} {r['answer'].strip()}"})
+    return out
+
+
+def gate_split(files: str, val_texts: set, val_fraction: float, seed: int):
+    """(train prompts, validation prompts) of the prompt files. A true twin goes with the prompt
+    it names (one claim, one side); a group holding any text of `val_texts` (the SFT's own
+    validation prompts) is validation, and so is a seeded `val_fraction` of the other groups."""
+    records = load_prompts(files)
+    group = {r["id"]: r.get("pair") or r["id"] for r in records}
+    keys = sorted(set(group.values()))
+    forced_val = {group[r["id"]] for r in records if r["prompt"].strip() in val_texts}
+    free = [k for k in keys if k not in forced_val]
+    rng = np.random.default_rng([seed, 3000])
+    k = math.ceil(val_fraction * len(free))
+    val_keys = forced_val | {free[i] for i in rng.permutation(len(free))[:k]}
+    train = [r for r in records if group[r["id"]] not in val_keys]
+    val = [r for r in records if group[r["id"]] in val_keys]
+    return train, val
+
+
+def gate_rows(tokenizer, prompts: list[dict], gates: list[tuple[str, str]]):
+    """(rows, targets): rows[i][g] is prompt i followed by gate g's sentence (no EOS), targets
+    (N, G) float32 is 1 where prompt i is of gate g's category."""
+    rows = [[encode(tokenizer, r["prompt"], text, eos=False) for _, text in gates] for r in prompts]
+    targets = np.array([[float(r["category"] == c) for c, _ in gates] for r in prompts])
+    return rows, targets.astype(np.float32)
+
+
+def log1mexp(lp: mx.array) -> mx.array:
+    """log(1 - exp(lp)) for lp < 0, stable at both ends (lp is clipped to <= -1e-6)."""
+    lp = mx.minimum(lp, -1e-6)
+    return mx.where(lp > -math.log(2.0), mx.log(-mx.expm1(lp)), mx.log1p(-mx.exp(lp)))
+
+
+def gate_loss(model, rows: list, targets: np.ndarray, pad_id: int) -> tuple[mx.array, mx.array]:
+    """(mean binary cross-entropy, (N, G) log p(sentence | prompt)) over the rows of gate_rows:
+    -log p on a prompt of the gate's category, -log(1 - p) on any other."""
+    n, g = len(rows), len(rows[0])
+    lp = row_logprob(model, *make_batch([cell for row in rows for cell in row], pad_id))
+    lp = lp.reshape(n, g)
+    t = mx.array(targets)
+    bce = -(t * lp + (1.0 - t) * log1mexp(lp))
+    return mx.mean(bce), lp
+
+
+def gate_logprobs(model, rows: list, pad_id: int, batch: int = 32) -> np.ndarray:
+    """(N, G) float64 log p(sentence | prompt), no gradient."""
+    out = []
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        lp = row_logprob(model, *make_batch([c for row in chunk for c in row], pad_id))
+        out.append(np.array(lp, dtype=np.float64).reshape(len(chunk), -1))
+    return np.concatenate(out)
+
+
+def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
+    """P(a positive scores above a negative), ties a half; None without both kinds."""
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    pos, neg = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
+    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+
+
+def gate_figures(lp: np.ndarray, categories: list[str], gates: list[tuple[str, str]]) -> dict:
+    """Per gate: the share of each category's prompts whose p(sentence) > 1/2 (greedy then
+    writes it) and the AUROC of log p, the gate's category against every other."""
+    cats = np.array(categories)
+    out = {}
+    for j, (cat, _) in enumerate(gates):
+        opens = {
+            c: float(np.mean(lp[cats == c, j] > LOG_HALF)) for c in CATEGORIES if (cats == c).any()
+        }
+        out[cat] = {"opens": opens, "auroc": auroc(lp[cats == cat, j], lp[cats != cat, j])}
+    return out
