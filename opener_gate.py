@@ -15,6 +15,7 @@ import numpy as np
 
 from forced import encode, make_batch, row_logprob
 from prompts import CATEGORIES, load_prompts
+from stats import auroc
 
 LOG_HALF = math.log(0.5)
 
@@ -105,14 +106,6 @@ def gate_logprobs(model, rows: list, pad_id: int, batch: int = 32) -> np.ndarray
         lp = row_logprob(model, *make_batch([c for row in chunk for c in row], pad_id))
         out.append(np.array(lp, dtype=np.float64).reshape(len(chunk), -1))
     return np.concatenate(out)
-
-
-def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
-    """P(a positive scores above a negative), ties a half; None without both kinds."""
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    pos, neg = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
-    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
 
 
 def gate_figures(lp: np.ndarray, categories: list[str], gates: list[tuple[str, str]]) -> dict:

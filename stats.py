@@ -8,7 +8,8 @@ difficulty cancels; `unpaired_diff` resamples each side alone, for different pro
 `figure(values)` packs one figure as {"value", "n", "ci95", "ci_method"}: Wilson for 0/1
 values, bootstrap for anything else; an empty list gives value, ci95 None and n 0 (never NaN).
 `show` and `cell` write a figure (and a paired difference) as table text. `pair_credit` is the
-per-pair credit of a ranking of preference pairs (a tie half). Everything is seeded: the same
+per-pair credit of a ranking of preference pairs (a tie half); `auroc` the chance that a positive
+scores above a negative (a tie half). Everything is seeded: the same
 input gives the same interval.
 """
 
@@ -83,6 +84,15 @@ def pair_credit(better, worse, failed: float) -> np.ndarray:
     b, w = np.asarray(better), np.asarray(worse)
     credit = np.where(b > w, 1.0, np.where(b < w, 0.0, 0.5))
     return np.where(np.isfinite(b) & np.isfinite(w), credit, failed)
+
+
+def auroc(pos, neg) -> float | None:
+    """P(a positive's score > a negative's), ties counting a half; None without both kinds."""
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    if pos.size == 0 or neg.size == 0:
+        return None
+    p, n = pos[:, None], neg[None, :]
+    return float(np.mean((p > n) + 0.5 * (p == n)))
 
 
 def is_binary(x: np.ndarray) -> bool:

@@ -228,6 +228,10 @@ CASES = {
     "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
         check=out_has("control: pushback", "smollm2-135m")
     ),
+    "uv run python category_probe.py --model smollm2-135m --test data/eval.jsonl "
+    "--test data/eval_external.jsonl": Case(
+        add="--limit 12", check=out_has("false_premise vs control", "bag of words")
+    ),
     "uv run python premise_probe.py --model smollm2-135m": Case(
         add="--limit 20", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
     ),

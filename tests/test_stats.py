@@ -69,3 +69,9 @@ def test_paired_difference_sign_and_zero():
     assert stats.paired_diff([], [])["diff"] is None
     with pytest.raises(ValueError, match="pair them"):
         stats.paired_diff([1.0, 2.0], [1.0])
+
+
+def test_auroc_by_hand_ties_half_and_empty_none():
+    assert stats.auroc([3, 2], [1, 2.5]) == pytest.approx(0.75)  # 3>1, 3>2.5, 2>1; 2<2.5
+    assert stats.auroc([1.0], [1.0]) == 0.5
+    assert stats.auroc([], [1.0]) is None and stats.auroc([1.0], []) is None
