@@ -13,7 +13,8 @@ import math
 import mlx.core as mx
 import numpy as np
 
-from forced import encode, make_batch, row_logprob
+import kernels
+from forced import encode, make_batch
 from prompts import CATEGORIES, load_prompts
 from stats import auroc
 
@@ -87,35 +88,82 @@ def log1mexp(lp: mx.array) -> mx.array:
     return mx.where(lp > -math.log(2.0), mx.log(-mx.expm1(lp)), mx.log1p(-mx.exp(lp)))
 
 
-def gate_loss(model, rows: list, targets: np.ndarray, pad_id: int) -> tuple[mx.array, mx.array]:
-    """(mean binary cross-entropy, (N, G) log p(sentence | prompt)) over the rows of gate_rows:
-    -log p on a prompt of the gate's category, -log(1 - p) on any other."""
+def gate_loss(
+    model, rows: list, targets: np.ndarray, pad_id: int, margin_weight: float = 0.0
+) -> tuple[mx.array, mx.array]:
+    """(mean binary cross-entropy [+ margin_weight x the greedy term], (N, G) log p(sentence |
+    prompt)) over the rows of gate_rows: -log p on a prompt of the gate's category, -log(1 - p)
+    on any other. The greedy term (first_token_margins) is softplus(-m) on the gate's category
+    and softplus(m) on any other: it puts the decision where greedy decoding makes it."""
     n, g = len(rows), len(rows[0])
-    lp = row_logprob(model, *make_batch([cell for row in rows for cell in row], pad_id))
+    inputs, tgt, mask, pad = make_batch([cell for row in rows for cell in row], pad_id)
+    h = model.hidden(inputs, pad=pad)
+    lp = mx.sum(kernels.token_logprobs(h, model.lm_head_weight(), tgt) * mask, axis=1)
     lp = lp.reshape(n, g)
     t = mx.array(targets)
-    bce = -(t * lp + (1.0 - t) * log1mexp(lp))
-    return mx.mean(bce), lp
+    loss = mx.mean(-(t * lp + (1.0 - t) * log1mexp(lp)))
+    if margin_weight:
+        m = first_token_margins(model, h, tgt, mask).reshape(n, g)
+        loss = loss + margin_weight * mx.mean(mx.logaddexp(0.0, (1.0 - 2.0 * t) * m))
+    return loss, lp
 
 
-def gate_logprobs(model, rows: list, pad_id: int, batch: int = 32) -> np.ndarray:
-    """(N, G) float64 log p(sentence | prompt), no gradient."""
-    out = []
+def first_token_margins(model, h: mx.array, targets: mx.array, mask: mx.array) -> mx.array:
+    """(B,) logit of each row's first answer token minus the largest other logit at that
+    position: > 0 exactly when greedy decoding would write that token first."""
+    first = mx.argmax(mask, axis=1)  # left padding: the first 1 is the first answer target
+    hf = mx.take_along_axis(h, first[:, None, None], axis=1)[:, 0]  # (B, D)
+    logits = (hf @ model.lm_head_weight().T).astype(mx.float32)  # (B, V)
+    tok = mx.take_along_axis(targets, first[:, None], axis=1)  # (B, 1)
+    own = mx.take_along_axis(logits, tok, axis=1)[:, 0]
+    others = mx.where(mx.arange(logits.shape[1])[None, :] == tok, -mx.inf, logits)
+    return own - mx.max(others, axis=1)
+
+
+def check_first_tokens(tokenizer, gates) -> None:
+    """With the greedy term, each gate's sentence must begin with its own token: two gates whose
+    sentences share a first token would pull that one token up and down on the same prompt."""
+    first = {}
+    for cat, text in gates:
+        tok = tokenizer.encode(text, add_special_tokens=False)[0]
+        if tok in first:
+            raise ValueError(
+                f"gates {first[tok]!r} and {cat!r} open with the same token "
+                f"({tokenizer.decode([tok])!r}); with --gate-margin each sentence needs its own "
+                "first word"
+            )
+        first[tok] = cat
+
+
+def gate_scores(model, rows: list, pad_id: int, batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """((N, G) log p(sentence | prompt), (N, G) first_token_margins) as float64, no gradient."""
+    lps, margins = [], []
     for i in range(0, len(rows), batch):
         chunk = rows[i : i + batch]
-        lp = row_logprob(model, *make_batch([c for row in chunk for c in row], pad_id))
-        out.append(np.array(lp, dtype=np.float64).reshape(len(chunk), -1))
-    return np.concatenate(out)
+        inputs, tgt, mask, pad = make_batch([c for row in chunk for c in row], pad_id)
+        h = model.hidden(inputs, pad=pad)
+        lp = mx.sum(kernels.token_logprobs(h, model.lm_head_weight(), tgt) * mask, axis=1)
+        m = first_token_margins(model, h, tgt, mask)
+        lps.append(np.array(lp, dtype=np.float64).reshape(len(chunk), -1))
+        margins.append(np.array(m, dtype=np.float64).reshape(len(chunk), -1))
+    return np.concatenate(lps), np.concatenate(margins)
 
 
-def gate_figures(lp: np.ndarray, categories: list[str], gates: list[tuple[str, str]]) -> dict:
-    """Per gate: the share of each category's prompts whose p(sentence) > 1/2 (greedy then
-    writes it) and the AUROC of log p, the gate's category against every other."""
+def gate_figures(lp: np.ndarray, categories: list[str], gates, margins=None) -> dict:
+    """Per gate: `opens`, the share of each category's prompts whose p(sentence) > 1/2 (greedy
+    then surely writes it); `greedy_first` (with margins), the share where the sentence's first
+    token is the likeliest (greedy starts it, at any p: the decision greedy acts on); and the
+    AUROC of log p, the gate's category against every other."""
     cats = np.array(categories)
+    present = [c for c in CATEGORIES if (cats == c).any()]
     out = {}
     for j, (cat, _) in enumerate(gates):
-        opens = {
-            c: float(np.mean(lp[cats == c, j] > LOG_HALF)) for c in CATEGORIES if (cats == c).any()
+        out[cat] = {
+            "opens": {c: float(np.mean(lp[cats == c, j] > LOG_HALF)) for c in present},
+            "auroc": auroc(lp[cats == cat, j], lp[cats != cat, j]),
         }
-        out[cat] = {"opens": opens, "auroc": auroc(lp[cats == cat, j], lp[cats != cat, j])}
+        if margins is not None:
+            out[cat]["greedy_first"] = {
+                c: float(np.mean(margins[cats == c, j] > 0)) for c in present
+            }
     return out

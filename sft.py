@@ -41,11 +41,12 @@ import strict_json
 from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
 from opener_gate import (
+    check_first_tokens,
     gate_figures,
-    gate_logprobs,
     gate_loss,
     gate_records,
     gate_rows,
+    gate_scores,
     gate_split,
     parse_gates,
 )
@@ -98,6 +99,11 @@ class SFTConfig:
     )
     gate_weight: float = _f(1.0, "weight of the gates' cross-entropy beside the SFT loss")
     gate_batch: int = _f(16, "gate prompts per optimizer step")
+    gate_margin: float = _f(
+        0.0,
+        "weight of the greedy term: each sentence's first token above the likeliest other token "
+        "on its category and below it elsewhere (0 = the cross-entropy alone)",
+    )
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
     def __post_init__(self):
@@ -132,8 +138,11 @@ class SFTConfig:
                 raise ValueError(
                     "--gate and --stance-pairs both open answers with a sentence: use one"
                 )
-            if not self.gate_weight > 0:
-                raise ValueError(f"gate_weight={self.gate_weight} must be > 0")
+            if not self.gate_weight > 0 or self.gate_margin < 0:
+                raise ValueError(
+                    f"gate_weight={self.gate_weight} must be > 0 and gate_margin="
+                    f"{self.gate_margin} >= 0"
+                )
             if not self.gate_prompts.strip():
                 raise ValueError("gate_prompts is empty: name the prompt files the gates learn")
         if not self.data_files():
@@ -265,7 +274,7 @@ def step_loss(model, batch, rows, gate, pad_id: int, cfg: SFTConfig):
         contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
         return loss + cfg.stance_weight * contrast, loss, contrast, margins
     if gate is not None:
-        bce, lp = gate_loss(model, *gate, pad_id)
+        bce, lp = gate_loss(model, *gate, pad_id, cfg.gate_margin)
         return loss + cfg.gate_weight * bce, loss, bce, lp
     return loss, loss, mx.zeros(()), mx.zeros((0,))
 
@@ -365,6 +374,11 @@ def build(cfg: SFTConfig) -> SFTRun:
     gate = None
     if gates:
         check_openers(tokenizer, train_recs + val_recs, gates)
+        if cfg.gate_margin:
+            try:
+                check_first_tokens(tokenizer, gates)
+            except ValueError as e:
+                raise DataError(f"--gate {cfg.gate!r}: {e}") from e
         gate = {"train": gate_rows(tokenizer, gate_train, gates)}
         gate["val"] = gate_rows(tokenizer, gate_val, gates)
         gate["val_categories"] = [r["category"] for r in gate_val]
@@ -442,16 +456,18 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
 def gate_val_figures(run: SFTRun) -> dict:
     """The gates on their validation prompts (gate_figures), no gradient."""
     rows, _ = run.gate["val"]
-    lp = gate_logprobs(run.model, rows, run.tokenizer.eos_token_id)
-    return gate_figures(lp, run.gate["val_categories"], run.cfg.gate_list())
+    lp, margins = gate_scores(run.model, rows, run.tokenizer.eos_token_id)
+    return gate_figures(lp, run.gate["val_categories"], run.cfg.gate_list(), margins)
 
 
 def flat_gate(figs: dict) -> dict:
-    """gate_figures as flat metric names: gate/<category>/auroc, gate/<category>/opens_<c>."""
+    """gate_figures as flat metric names: gate/<category>/auroc, gate/<category>/opens_<c>,
+    gate/<category>/greedy_first_<c>."""
     out = {}
     for cat, f in figs.items():
         out[f"gate/{cat}/auroc"] = f["auroc"]
         out |= {f"gate/{cat}/opens_{c}": v for c, v in f["opens"].items()}
+        out |= {f"gate/{cat}/greedy_first_{c}": v for c, v in f.get("greedy_first", {}).items()}
     return out
 
 

@@ -538,15 +538,30 @@ def test_gate_loss_is_the_binary_cross_entropy_of_the_sentence_probability():
     np.testing.assert_allclose(np.array(lp), want, rtol=1e-4, atol=1e-5)
     bce = -(targets * want + (1 - targets) * np.log(-np.expm1(want)))
     assert loss.item() == pytest.approx(bce.mean(), rel=1e-4)
-    np.testing.assert_allclose(opener_gate.gate_logprobs(model, rows, 0, batch=2), want, rtol=1e-4)
+    lp2, margins = opener_gate.gate_scores(model, rows, 0, batch=2)
+    np.testing.assert_allclose(lp2, want, rtol=1e-4)
+    # the greedy term: the first sentence token's logit minus the best other, by float64 logits
+    ref = np.zeros((3, 2))
+    for i, p in enumerate(prompts):
+        for j, (_, text) in enumerate(gates):
+            tokens, n = forced.encode(tok, p["prompt"], text, eos=False)
+            logits = np.array(model(mx.array([tokens[:n]]))[0, -1].astype(mx.float32), np.float64)
+            first = tokens[n]
+            ref[i, j] = logits[first] - np.delete(logits, first).max()
+    np.testing.assert_allclose(margins, ref, rtol=1e-4, atol=1e-4)
+    with_margin, _ = opener_gate.gate_loss(model, rows, targets, 0, margin_weight=0.5)
+    hinge = np.logaddexp(0, (1 - 2 * targets) * ref).mean()
+    assert with_margin.item() == pytest.approx(bce.mean() + 0.5 * hinge, rel=1e-4)
 
 
 def test_gate_figures_by_hand():
     half = math.log(0.5)
     lp = np.array([[half + 0.1], [half - 0.1], [half + 0.2], [-9.0]])
     cats = ["nonsense", "nonsense", "control", "curiosity"]
-    f = opener_gate.gate_figures(lp, cats, [("nonsense", "s.")])["nonsense"]
+    margins = np.array([[0.3], [0.1], [-0.2], [0.0]])
+    f = opener_gate.gate_figures(lp, cats, [("nonsense", "s.")], margins)["nonsense"]
     assert f["opens"] == {"nonsense": 0.5, "curiosity": 0.0, "control": 1.0}
+    assert f["greedy_first"] == {"nonsense": 1.0, "curiosity": 0.0, "control": 0.0}
     # positives (half+0.1, half-0.1) against negatives (half+0.2, -9): 2 of 4 orders right
     assert f["auroc"] == pytest.approx(0.5)
 
@@ -611,12 +626,34 @@ def test_gate_run_learns_the_decision_and_reports_it(tmp_path, base_dir, capsys)
     }  # fmt: skip
 
 
+def test_the_greedy_term_refuses_gates_that_share_a_first_token(smollm):
+    tok = smollm.tokenizer
+    shared = [("false_premise", "That premise is false."), ("nonsense", "That makes no sense.")]
+    with pytest.raises(ValueError, match="open with the same token"):
+        opener_gate.check_first_tokens(tok, shared)
+    opener_gate.check_first_tokens(tok, [shared[0], ("nonsense", "This makes no sense.")])
+
+
+def test_the_greedy_term_moves_greedy_s_own_decision(tmp_path, base_dir):
+    prompts = _gate_prompts(tmp_path)
+    cfg = _cfg(tmp_path, base_dir, gate="nonsense=t7 t9", gate_prompts=str(prompts),
+               gate_batch=12, gate_margin=1.0)  # fmt: skip
+    run = sft.build(cfg)
+    before = sft.gate_val_figures(run)["nonsense"]["greedy_first"]
+    for step in range(20):
+        sft.train_step(run, np.arange(step % 2 * 4, step % 2 * 4 + 4), step)
+    after = sft.gate_val_figures(run)["nonsense"]["greedy_first"]
+    assert before["nonsense"] == 0 and after["nonsense"] >= 0.8, (before, after)
+    assert after["control"] == 0 and after["false_premise"] == 0, after
+
+
 @pytest.mark.parametrize(
     "kw,words",
     [
         ({"gate": "nonsense"}, "write category=sentence"),
         ({"gate": "nonsense=a.", "stance_pairs": "p.jsonl"}, "use one"),
         ({"gate": "nonsense=a.", "gate_weight": 0.0}, "must be > 0"),
+        ({"gate": "nonsense=a.", "gate_margin": -1.0}, ">= 0"),
         ({"gate": "nonsense=a.", "gate_prompts": " "}, "gate_prompts is empty"),
         ({"gate": "nonsense=a.", "gate_batch": 0}, "must be >= 1"),
     ],
