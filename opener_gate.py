@@ -2,10 +2,12 @@
 loss makes the sentence's probability after a prompt a classifier of that category, trained on
 many more prompts than have written answers (knowledge/sft.md).
 
-Greedy decoding writes the sentence whenever its probability is above one half (each of its
-tokens is then the likeliest), so a binary cross-entropy on p(sentence | prompt) with the
-category as the label trains the very decision greedy answers act on, an absolute one: the
-stance contrast (stance_pairs.py) moves only the difference between two prompts.
+A binary cross-entropy on p(sentence | prompt), the category being the label, trains an absolute
+decision (the stance contrast, stance_pairs.py, moves only the difference between two prompts).
+Its threshold, p = 1/2, is sufficient for greedy decoding to write the sentence but not
+necessary: greedy starts it whenever its first token is the likeliest, which after a plain
+question happens at p of 0.2-0.4 (attempt 23, knowledge/learning_run.md). The optional greedy
+term (`first_token_margins`) trains that decision itself.
 """
 
 import math
