@@ -112,14 +112,23 @@ def gate_loss(
 
 def first_token_margins(model, h: mx.array, targets: mx.array, mask: mx.array) -> mx.array:
     """(B,) logit of each row's first answer token minus the largest other logit at that
-    position: > 0 exactly when greedy decoding would write that token first."""
+    position: > 0 exactly when greedy decoding would write that token first. The other logits
+    carry no gradient (`logit_margins`)."""
     first = mx.argmax(mask, axis=1)  # left padding: the first 1 is the first answer target
     hf = mx.take_along_axis(h, first[:, None, None], axis=1)[:, 0]  # (B, D)
     logits = (hf @ model.lm_head_weight().T).astype(mx.float32)  # (B, V)
-    tok = mx.take_along_axis(targets, first[:, None], axis=1)  # (B, 1)
-    own = mx.take_along_axis(logits, tok, axis=1)[:, 0]
-    others = mx.where(mx.arange(logits.shape[1])[None, :] == tok, -mx.inf, logits)
-    return own - mx.max(others, axis=1)
+    tok = mx.take_along_axis(targets, first[:, None], axis=1)[:, 0]  # (B,)
+    return logit_margins(logits, tok)
+
+
+def logit_margins(logits: mx.array, tok: mx.array) -> mx.array:
+    """(B,) logits[b, tok[b]] - max of the row's other logits, the max held constant: the term
+    moves only the sentence's own first token. (With the max differentiable, pushing the margin
+    down on every other category raised whichever token came second, the same one everywhere:
+    attempt 25's answers all opened "You're right.")"""
+    own = mx.take_along_axis(logits, tok[:, None], axis=1)[:, 0]
+    others = mx.where(mx.arange(logits.shape[1])[None, :] == tok[:, None], -mx.inf, logits)
+    return own - mx.stop_gradient(mx.max(others, axis=1))
 
 
 def check_first_tokens(tokenizer, gates) -> None:

@@ -626,6 +626,14 @@ def test_gate_run_learns_the_decision_and_reports_it(tmp_path, base_dir, capsys)
     }  # fmt: skip
 
 
+def test_logit_margins_move_only_the_sentence_s_own_token():
+    logits = mx.array([[1.0, 3.0, 2.0], [0.5, -1.0, 4.0]])
+    tok = mx.array([1, 0])
+    np.testing.assert_allclose(np.array(opener_gate.logit_margins(logits, tok)), [1.0, -3.5])
+    grad = mx.grad(lambda x: mx.sum(opener_gate.logit_margins(x, tok)))(logits)
+    np.testing.assert_allclose(np.array(grad), [[0, 1, 0], [1, 0, 0]])  # never the runner-up
+
+
 def test_the_greedy_term_refuses_gates_that_share_a_first_token(smollm):
     tok = smollm.tokenizer
     shared = [("false_premise", "That premise is false."), ("nonsense", "That makes no sense.")]
