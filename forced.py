@@ -50,7 +50,12 @@ def make_batch(examples: list[tuple[list[int], int]], pad_id: int):
 
 def row_logprob(model, inputs, targets, mask, pad) -> mx.array:
     """(B,) float32: each row's summed log p(answer tokens) (make_batch's mask)."""
-    h = model.hidden(inputs, pad=pad)
+    return hidden_logprob(model, model.hidden(inputs, pad=pad), targets, mask)
+
+
+def hidden_logprob(model, h, targets, mask) -> mx.array:
+    """row_logprob from the final hidden states `h` of its inputs (for a caller that reads
+    something else from the same forward)."""
     logp = kernels.token_logprobs(h, model.lm_head_weight(), targets)
     return mx.sum(logp * mask, axis=1)
 

@@ -15,9 +15,8 @@ import math
 import mlx.core as mx
 import numpy as np
 
-import kernels
-from forced import encode, make_batch
-from prompts import CATEGORIES, load_prompts
+from forced import encode, hidden_logprob, make_batch
+from prompts import CATEGORIES, DataError, load_prompts
 from stats import auroc
 
 LOG_HALF = math.log(0.5)
@@ -100,8 +99,7 @@ def gate_loss(
     n, g = len(rows), len(rows[0])
     inputs, tgt, mask, pad = make_batch([cell for row in rows for cell in row], pad_id)
     h = model.hidden(inputs, pad=pad)
-    lp = mx.sum(kernels.token_logprobs(h, model.lm_head_weight(), tgt) * mask, axis=1)
-    lp = lp.reshape(n, g)
+    lp = hidden_logprob(model, h, tgt, mask).reshape(n, g)
     t = mx.array(targets)
     loss = mx.mean(-(t * lp + (1.0 - t) * log1mexp(lp)))
     if margin_weight:
@@ -131,6 +129,24 @@ def logit_margins(logits: mx.array, tok: mx.array) -> mx.array:
     return own - mx.stop_gradient(mx.max(others, axis=1))
 
 
+def check_openers(tokenizer, records: list[dict], gates) -> None:
+    """Each gated answer's tokens must begin with its gate's sentence's tokens, or the gate would
+    train tokens the SFT answers never show (DataError naming the record and the sentence)."""
+    opener = dict(gates)
+    for r in records:
+        text = opener.get(r["category"])
+        if text is None:
+            continue
+        want = tokenizer.encode(text, add_special_tokens=False)
+        got = tokenizer.encode(r["answer"].strip(), add_special_tokens=False)[: len(want)]
+        if got != want:
+            raise DataError(
+                f"record {r['id']!r}: its answer does not begin with the tokens of the gate "
+                f"sentence {text!r} (a sentence ending mid-word merges with the next one); end "
+                "the sentence with a full stop or colon"
+            )
+
+
 def check_first_tokens(tokenizer, gates) -> None:
     """With the greedy term, each gate's sentence must begin with its own token: two gates whose
     sentences share a first token would pull that one token up and down on the same prompt."""
@@ -153,7 +169,7 @@ def gate_scores(model, rows: list, pad_id: int, batch: int = 32) -> tuple[np.nda
         chunk = rows[i : i + batch]
         inputs, tgt, mask, pad = make_batch([c for row in chunk for c in row], pad_id)
         h = model.hidden(inputs, pad=pad)
-        lp = mx.sum(kernels.token_logprobs(h, model.lm_head_weight(), tgt) * mask, axis=1)
+        lp = hidden_logprob(model, h, tgt, mask)
         m = first_token_margins(model, h, tgt, mask)
         lps.append(np.array(lp, dtype=np.float64).reshape(len(chunk), -1))
         margins.append(np.array(m, dtype=np.float64).reshape(len(chunk), -1))
@@ -177,4 +193,15 @@ def gate_figures(lp: np.ndarray, categories: list[str], gates, margins=None) -> 
             out[cat]["greedy_first"] = {
                 c: float(np.mean(margins[cats == c, j] > 0)) for c in present
             }
+    return out
+
+
+def flat_gate(figs: dict) -> dict:
+    """gate_figures as flat metric names: gate/<category>/auroc, gate/<category>/opens_<c>,
+    gate/<category>/greedy_first_<c>."""
+    out = {}
+    for cat, f in figs.items():
+        out[f"gate/{cat}/auroc"] = f["auroc"]
+        out |= {f"gate/{cat}/opens_{c}": v for c, v in f["opens"].items()}
+        out |= {f"gate/{cat}/greedy_first_{c}": v for c, v in f.get("greedy_first", {}).items()}
     return out

@@ -41,7 +41,10 @@ import strict_json
 from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
 from opener_gate import (
+    LOG_HALF,
     check_first_tokens,
+    check_openers,
+    flat_gate,
     gate_figures,
     gate_loss,
     gate_records,
@@ -389,24 +392,6 @@ def build(cfg: SFTConfig) -> SFTRun:
     )
 
 
-def check_openers(tokenizer, records: list[dict], gates) -> None:
-    """Each gated answer's tokens must begin with its gate's sentence's tokens, or the gate would
-    train tokens the SFT answers never show (DataError naming the record and the sentence)."""
-    opener = dict(gates)
-    for r in records:
-        text = opener.get(r["category"])
-        if text is None:
-            continue
-        want = tokenizer.encode(text, add_special_tokens=False)
-        got = tokenizer.encode(r["answer"].strip(), add_special_tokens=False)[: len(want)]
-        if got != want:
-            raise DataError(
-                f"record {r['id']!r}: its answer does not begin with the tokens of the gate "
-                f"sentence {text!r} (a sentence ending mid-word merges with the next one); end "
-                "the sentence with a full stop or colon"
-            )
-
-
 def total_steps(cfg: SFTConfig, n_train: int) -> int:
     per_epoch = math.ceil(n_train / cfg.batch_size)
     return min(cfg.steps, per_epoch * cfg.epochs) if cfg.steps else per_epoch * cfg.epochs
@@ -449,7 +434,7 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
     if gate is not None:
         lp, t = np.array(margins), gate[1]
         out |= {"sft_loss": sft_part.item(), "gate_loss": extra.item()}
-        out["gate_accuracy"] = float(np.mean((lp > np.log(0.5)) == (t > 0.5)))
+        out["gate_accuracy"] = float(np.mean((lp > LOG_HALF) == (t > 0.5)))
     return out
 
 
@@ -458,17 +443,6 @@ def gate_val_figures(run: SFTRun) -> dict:
     rows, _ = run.gate["val"]
     lp, margins = gate_scores(run.model, rows, run.tokenizer.eos_token_id)
     return gate_figures(lp, run.gate["val_categories"], run.cfg.gate_list(), margins)
-
-
-def flat_gate(figs: dict) -> dict:
-    """gate_figures as flat metric names: gate/<category>/auroc, gate/<category>/opens_<c>,
-    gate/<category>/greedy_first_<c>."""
-    out = {}
-    for cat, f in figs.items():
-        out[f"gate/{cat}/auroc"] = f["auroc"]
-        out |= {f"gate/{cat}/opens_{c}": v for c, v in f["opens"].items()}
-        out |= {f"gate/{cat}/greedy_first_{c}": v for c, v in f.get("greedy_first", {}).items()}
-    return out
 
 
 def save_best(run: SFTRun, step: int, state: dict) -> Path:
