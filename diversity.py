@@ -5,7 +5,9 @@ n-grams / all n-grams over a set of answers), `repetition_rate` (share of an ans
 that repeat an earlier n-gram of the same answer: "happy happy happy" loops), `jaccard` and
 `self_similarity` (mean pairwise Jaccard similarity of the word sets of several samples for one
 prompt: 1 = the samples say the same thing), `unique_fraction` (distinct normalized answers /
-answers) and `summary`, which adds a template-collapse flag. Evaluation (evaluate.py) and
+answers), `opening` and `top_opener` (the commonest opening sentence and its share: one
+opener taking over a category, as "You're right." did in the learning run's attempt 25) and
+`summary`, which adds a template-collapse flag. Evaluation (evaluate.py) and
 gradient routing (routing.py) use these; they do not sample.
 """
 
@@ -71,6 +73,32 @@ def unique_fraction(texts: list[str]) -> float:
     return len({" ".join(words(t)) for t in texts}) / len(texts)
 
 
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+OPENING_MAX_WORDS = 8
+
+
+def opening(text: str) -> str:
+    """An answer's opening as comparable words: its first sentence (up to the first . ! or ?
+    followed by a space or the end), cut to OPENING_MAX_WORDS words, lower-cased without
+    punctuation ("You're right." and "you're right!" match)."""
+    m = _SENTENCE_END.search(text.strip())
+    first = text.strip()[: m.start()] if m else text.strip()
+    return " ".join(words(first)[:OPENING_MAX_WORDS])
+
+
+def top_opener(texts: list[str]) -> tuple[str, float]:
+    """(the commonest opening, its share of the answers); ("", NaN) for no answers. Ties go to
+    the opening seen first."""
+    if not texts:
+        return "", float("nan")
+    counts: dict[str, int] = {}
+    for t in texts:
+        key = opening(t)
+        counts[key] = counts.get(key, 0) + 1
+    best = max(counts, key=counts.get)  # dicts keep insertion order: the first of a tie
+    return best, counts[best] / len(texts)
+
+
 def summary(groups: list[list[str]], collapse_threshold: float = 0.5) -> dict:
     """Diversity over answers grouped by prompt (several samples per prompt, or one).
 
@@ -78,7 +106,7 @@ def summary(groups: list[list[str]], collapse_threshold: float = 0.5) -> dict:
     Jaccard similarity between first answers of different prompts exceeds the threshold (a
     policy answering everything with one template). Keys: distinct_1, distinct_2,
     repetition, self_similarity (within prompts), cross_prompt_similarity, unique_fraction,
-    template_collapse."""
+    top_opener_share, template_collapse."""
     flat = [t for g in groups for t in g]
     within = [self_similarity(g) for g in groups if len(g) > 1]
     firsts = [g[0] for g in groups if g]
@@ -90,5 +118,6 @@ def summary(groups: list[list[str]], collapse_threshold: float = 0.5) -> dict:
         "self_similarity": float(np.mean(within)) if within else float("nan"),
         "cross_prompt_similarity": cross,
         "unique_fraction": unique_fraction(flat),
+        "top_opener_share": top_opener(flat)[1],
         "template_collapse": bool(np.isfinite(cross) and cross > collapse_threshold),
     }

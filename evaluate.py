@@ -229,7 +229,13 @@ def per_record(answers: dict) -> dict:
 
 # Figures computed over a category's whole set of answers (no per-prompt value to resample):
 # printed without an interval, marked as such in the JSON.
-SET_LEVEL = ("distinct_1", "distinct_2", "cross_prompt_similarity", "unique_fraction")
+SET_LEVEL = (
+    "distinct_1",
+    "distinct_2",
+    "cross_prompt_similarity",
+    "unique_fraction",
+    "top_opener_share",
+)
 
 
 def summarize(records, answers: dict, extra: dict) -> tuple[dict, dict]:
@@ -253,6 +259,7 @@ def summarize(records, answers: dict, extra: dict) -> tuple[dict, dict]:
             - float(np.mean([f for i in idx for f in answers["finished"][i]])),
             "lexical_pushback_rate": float(np.mean([pushes_back(t) for t in flat])),
             **diversity.summary(texts),
+            "top_opener": diversity.top_opener(flat)[0],
         }
         for key, values in extra.items():
             m[key] = stats.finite_mean([values[i] for i in idx])
@@ -456,6 +463,7 @@ HEADLINE = (
     "lexical_pushback_rate",
     "length_words_median",
     "distinct_2",
+    "top_opener_share",
     "repetition",
     "self_similarity",
     "kl_to_base",

@@ -33,6 +33,7 @@ BAD = "BAD"  # replaced by a JSONL file whose line 1 is fine and line 2 is malfo
 OUT = "OUT"  # replaced by a fresh output path
 PORT = "PORT"  # replaced by a free local port (chat.py checks its port first)
 EVAL = "--pushback-model none --grader none --no-kl --reward happy".split()
+GATE = "nonsense=This question does not make sense."
 
 # name -> (argv with a missing input file or None, argv with a bad flag value,
 #          (argv with a malformed JSONL file, the file line 1 is copied from) or None)
@@ -72,6 +73,10 @@ ENTRY_POINTS = {
                        ["--model", "smollm2-135m", "--test", "data/eval.jsonl",
                         "--control-level", "2"],
                        (["--model", "smollm2-135m", "--test", BAD], "data/eval.jsonl")),
+    "gate_eval": (["--model", "smollm2-135m", "--prompts", MISSING, "--gate", GATE],
+                  ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--limit", "0"],
+                  (["--model", "smollm2-135m", "--prompts", BAD, "--gate", GATE],
+                   "data/eval.jsonl")),
     "premise_probe": (["--model", "smollm2-135m", "--pairs", MISSING],
                       ["--model", "smollm2-135m", "--folds", "1"],
                       (["--model", "smollm2-135m", "--pairs", BAD], "data/prompts.jsonl")),
@@ -461,6 +466,7 @@ MODEL_ENTRY_POINTS = {
     "eval_routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
     "eval_task": ["--model", MODEL, "--limit", "1", "--max-new-tokens", "2"],
     "gwen": ["--model", MODEL, "--prompt", "hi", "--max-new-tokens", "2"],
+    "gate_eval": ["--model", MODEL, "--prompts", "data/eval.jsonl", "--gate", GATE, "--limit", "4"],
     "premise_probe": ["--model", MODEL, "--limit", "10"],
     "category_probe": ["--model", MODEL, "--test", "data/eval.jsonl", "--limit", "8"],
     "quantize": ["--model", MODEL, "--limit", "1"],

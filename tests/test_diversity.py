@@ -55,3 +55,25 @@ def test_summary_flags_template_collapse():
     s = D.summary(same)
     assert s["template_collapse"] and s["cross_prompt_similarity"] == 1.0
     assert s["unique_fraction"] == pytest.approx(1 / 6) and s["repetition"] > 0
+
+
+def test_opening_is_the_first_sentence_as_words():
+    assert D.opening("You're right. The Moon shines.") == "you're right"
+    assert D.opening("  You're right!  Yes.") == "you're right"
+    # a decimal point is not a sentence end; no end at all: the whole text, cut to 8 words
+    assert D.opening("Pi is 3.14 roughly. Next.") == "pi is 3 14 roughly"
+    assert D.opening("one two three four five six seven eight nine ten") == (
+        "one two three four five six seven eight"
+    )
+    assert D.opening("") == ""
+
+
+def test_top_opener_counts_by_hand():
+    texts = ["You're right. A.", "you're right! B.", "No. C.", "That premise is false. D."]
+    assert D.top_opener(texts) == ("you're right", 2 / 4)
+    assert D.top_opener(["A. x", "B. y"]) == ("a", 0.5)  # a tie goes to the first seen
+    word, share = D.top_opener([])
+    assert word == "" and math.isnan(share)
+    assert D.summary([["You're right. A."], ["You're right. B."], ["No."]])[
+        "top_opener_share"
+    ] == pytest.approx(2 / 3)

@@ -46,6 +46,9 @@ def test_summarize_hand_made_answers():
     assert figs["overall"]["reward/x"]["n"] == 1  # the None record is not counted
     assert figs["control"]["truncation_rate"]["value"] == 0.5  # per prompt: its mean over samples
     assert figs["control"]["length_words_median"]["n"] == 2  # over answers
+    # the commonest opening: "yes yes yes yes yes" and "yes it is" differ -> 1 of 2
+    assert ctl["top_opener"] == "yes yes yes yes yes" and ctl["top_opener_share"] == 0.5
+    assert figs["control"]["top_opener_share"]["ci95"] is None  # set-level
 
 
 class FakeClassifierModel:

@@ -232,6 +232,11 @@ CASES = {
     "--test data/eval_external.jsonl": Case(
         add="--limit 12", check=out_has("false_premise vs control", "bag of words")
     ),
+    "uv run python gate_eval.py --model smollm2-135m --gate "
+    '"nonsense=This question does not make sense." --prompts data/eval.jsonl '
+    "--prompts data/eval_external.jsonl": Case(
+        add="--limit 8", check=out_has("gate nonsense", "greedy_first / opens", "AUROC")
+    ),
     "uv run python premise_probe.py --model smollm2-135m": Case(
         add="--limit 20", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
     ),
