@@ -32,7 +32,7 @@ import stats
 import strict_json
 from load_weights import load
 from premise_probe import bag_of_words, last_token_states, ridge_fit
-from prompts import CATEGORIES, load_prompts
+from prompts import CATEGORIES, claim_key, load_prompts
 
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
 DEFAULT_TRAIN = "data/prompts.jsonl,data/twins_v2.jsonl"
@@ -47,7 +47,7 @@ def share_at(pos: np.ndarray, neg: np.ndarray, level: float) -> tuple[float, flo
 
 def inner_folds(records: list[dict], folds: int, seed: int) -> np.ndarray:
     """A seeded fold per record; a record naming a `pair` shares the fold of the one it names."""
-    keys = [r.get("pair") or r["id"] for r in records]
+    keys = [claim_key(r) for r in records]
     order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     fold_of_key = np.random.default_rng([seed, 4000]).permutation(len(order)) % folds
     return np.array([fold_of_key[order[k]] for k in keys])

@@ -16,7 +16,7 @@ import mlx.core as mx
 import numpy as np
 
 from forced import encode, hidden_logprob, make_batch
-from prompts import CATEGORIES, DataError, load_prompts
+from prompts import CATEGORIES, DataError, claim_key, load_prompts
 from stats import auroc
 
 LOG_HALF = math.log(0.5)
@@ -63,7 +63,7 @@ def gate_split(files: str, val_texts: set, val_fraction: float, seed: int):
     it names (one claim, one side); a group holding any text of `val_texts` (the SFT's own
     validation prompts) is validation, and so is a seeded `val_fraction` of the other groups."""
     records = load_prompts(files)
-    group = {r["id"]: r.get("pair") or r["id"] for r in records}
+    group = {r["id"]: claim_key(r) for r in records}
     keys = sorted(set(group.values()))
     forced_val = {group[r["id"]] for r in records if r["prompt"].strip() in val_texts}
     free = [k for k in keys if k not in forced_val]

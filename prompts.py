@@ -310,6 +310,26 @@ def _check_pairs(records: list[dict], where: dict) -> None:
         )
 
 
+def step_indices(n: int, batch: int, seed: int, step: int, stream: int) -> np.ndarray:
+    """The item indices of optimizer step `step` (0-based) for a side batch drawn beside the main
+    one: seeded permutations of the n items laid end to end, `batch` at a time, so every item
+    comes once per cycle and a resumed run draws the same. `stream` keeps each user's order
+    apart (sft.py: the stance pairs 2000, the opener gate's prompts 3000)."""
+    start = step * batch
+    out = []
+    while len(out) < batch:
+        cycle, offset = divmod(start + len(out), n)
+        order = np.random.default_rng([seed, stream + cycle]).permutation(n)
+        out += list(order[offset : offset + batch - len(out)])
+    return np.array(out)
+
+
+def claim_key(record: dict) -> str:
+    """The id a record's claim goes by: a true twin's is its false premise's (`pair`), so the two
+    halves of a minimal pair land on the same side of any split."""
+    return record.get("pair") or record["id"]
+
+
 def pairs_and_singles(records: list[dict]) -> tuple[list[tuple[dict, dict]], list[dict]]:
     """([(named record, its twin)] in the twins' file order, the records in no pair)."""
     by_id = {r["id"]: r for r in records}

@@ -53,8 +53,8 @@ from opener_gate import (
     gate_split,
     parse_gates,
 )
-from prompts import CATEGORIES, DataError, load_sft
-from stance_pairs import stance_batches, stance_contrast, stance_records, stance_split
+from prompts import CATEGORIES, DataError, load_sft, step_indices
+from stance_pairs import stance_contrast, stance_records, stance_split
 
 _f = flags.option
 
@@ -404,11 +404,11 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
     batch = make_batch([run.train[i] for i in idx], pad_id)
     rows = gate = None
     if run.stance is not None:
-        pick = stance_batches(len(run.stance), run.cfg.stance_batch, run.cfg.seed, step)
+        pick = step_indices(len(run.stance), run.cfg.stance_batch, run.cfg.seed, step, 2000)
         rows = [run.stance[i] for i in pick]
     if run.gate is not None:
         gate_rows_all, gate_targets = run.gate["train"]
-        pick = stance_batches(len(gate_rows_all), run.cfg.gate_batch, run.cfg.seed, step, 3000)
+        pick = step_indices(len(gate_rows_all), run.cfg.gate_batch, run.cfg.seed, step, 3000)
         gate = ([gate_rows_all[i] for i in pick], gate_targets[pick])
     (loss, sft_part, extra, margins), grads = nn.value_and_grad(run.model, step_loss)(
         run.model, batch, rows, gate, pad_id, run.cfg

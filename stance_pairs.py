@@ -4,7 +4,6 @@ sentence after each half and pays only the difference (knowledge/sft.md).
 """
 
 import mlx.core as mx
-import numpy as np
 
 from forced import make_batch, row_logprob
 from prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs
@@ -44,16 +43,3 @@ def stance_contrast(model, rows: list, pad_id: int, beta: float) -> tuple[mx.arr
     s = row_logprob(model, *batch)
     margins = s[: len(rows)] - s[len(rows) :]
     return mx.mean(mx.logaddexp(0.0, -beta * margins)), margins
-
-
-def stance_batches(n: int, batch: int, seed: int, step: int, stream: int = 2000) -> np.ndarray:
-    """The pair indices of optimizer step `step` (0-based): seeded permutations of the n pairs
-    laid end to end, `batch` at a time (`stream` keeps another user's order apart: the opener
-    gate's prompts use 3000)."""
-    start = step * batch
-    out = []
-    while len(out) < batch:
-        cycle, offset = divmod(start + len(out), n)
-        order = np.random.default_rng([seed, stream + cycle]).permutation(n)
-        out += list(order[offset : offset + batch - len(out)])
-    return np.array(out)

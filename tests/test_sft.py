@@ -23,6 +23,7 @@ import checkpoint
 import forced
 import lora
 import opener_gate
+import prompts
 import sft
 import stance_pairs
 import train
@@ -414,11 +415,15 @@ def test_stance_contrast_is_the_softplus_of_the_margin_and_blind_to_a_shared_pro
     assert np.abs(np.array(margins)).max() < 1e-5 and loss.item() == pytest.approx(math.log(2))
 
 
-def test_stance_batches_visit_every_pair_once_per_cycle():
-    picks = np.concatenate([stance_pairs.stance_batches(10, 4, 0, s) for s in range(5)])  # 2 cycles
+def test_step_indices_visit_every_item_once_per_cycle():
+    picks = np.concatenate([prompts.step_indices(10, 4, 0, s, 2000) for s in range(5)])  # 2 cycles
     assert sorted(picks[:10]) == list(range(10)) and sorted(picks[10:20]) == list(range(10))
     assert np.array_equal(
-        stance_pairs.stance_batches(10, 4, 0, 3), stance_pairs.stance_batches(10, 4, 0, 3)
+        prompts.step_indices(10, 4, 0, 3, 2000), prompts.step_indices(10, 4, 0, 3, 2000)
+    )
+    # another stream is another order
+    assert not np.array_equal(
+        prompts.step_indices(10, 10, 0, 0, 2000), prompts.step_indices(10, 10, 0, 0, 3000)
     )
 
 
