@@ -194,6 +194,10 @@ FILE = "FILE"  # replaced by an existing one-line file (an --out that is not a f
 BUILDERS = {
     "make_data": (None, ["--out", FILE]),
     "make_gold": (["--prompts", MISSING], ["--round", "2", "--append", "--out", FILE]),
+    "make_gate_prompts": (
+        ["--out", OUT, "--shared", MISSING],
+        ["--out", FILE],
+    ),
     "make_happy_prompts": (None, ["--out", FILE]),
     "make_rm_data": (None, ["--out", FILE]),
     "make_rm_read_pairs": (None, ["--out", FILE]),
@@ -505,7 +509,10 @@ def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
     assert gwen.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(x["prompt"], x["sample"]) for x in out["samples"]] == [
-        ("a", 0), ("a", 1), ("b", 0), ("b", 1)
+        ("a", 0),
+        ("a", 1),
+        ("b", 0),
+        ("b", 1),
     ]
     assert all(1 <= x["tokens"] <= 3 for x in out["samples"]) and out["tokens"] >= 4
     assert out["tokens"] == sum(x["tokens"] for x in out["samples"]) and out["seconds"] > 0
