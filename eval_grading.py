@@ -57,7 +57,7 @@ def grade_answers(grader, records, texts, notes=None) -> dict:
     flat = [{"id": f"{i}-{j}", "category": r["category"], "prompt": r["prompt"], "answer": t}
             for i, (r, ans) in enumerate(zip(records, texts, strict=True))
             for j, t in enumerate(ans)]  # fmt: skip
-    graded = iter(grader.grade(flat, notes=notes))
+    graded = iter(grader.grade(flat, progress=True, notes=notes))
     out = {"pushback_rate": [], "broken_rate": [], "engagement_rate": [], "pushback_flags": []}
     for r, ans in zip(records, texts, strict=True):
         g = [next(graded) for _ in ans]
@@ -90,7 +90,7 @@ def gold_figures(grader, path: str, cache, notes=None, notes_path=None) -> dict:
             figs = {k: v for k, v in saved["figures"].items() if k != "confusion"}
     if figs is None:
         rows = gold.load_gold()
-        figs = gold.grader_figures(rows, grader.grade(rows, notes=notes))
+        figs = gold.grader_figures(rows, grader.grade(rows, progress=True, notes=notes))
         figs.pop("confusion")
         figs["n_answers"] = len(rows)
         cache.put(key, figs)
