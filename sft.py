@@ -105,7 +105,8 @@ class SFTConfig:
     gate_margin: float = _f(
         0.0,
         "weight of the greedy term: each sentence's first token above the likeliest other token "
-        "on its category and below it elsewhere (0 = the cross-entropy alone)",
+        "on its category and below it elsewhere (0 = the cross-entropy alone; routed around in "
+        "attempt 26: knowledge/sft.md)",
     )
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
