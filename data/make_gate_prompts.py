@@ -22,10 +22,10 @@ Run from the repo root:
 """
 
 import argparse
+import collections
 import csv
 import json
 import random
-import re
 import sys
 from pathlib import Path
 
@@ -33,27 +33,23 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import errors  # noqa: E402
-from prompts import DataError, held_out_prompts, load_prompts, norm  # noqa: E402
+from make_sft import SHARED, eval_prompts, falseqa_partners  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets"
+import errors  # noqa: E402
+from prompts import DataError, load_prompts, norm  # noqa: E402
+
 OWN = "data/prompts.jsonl,data/twins_v2.jsonl"
-GOLD_ANSWERS = ROOT / "data" / "gold" / "answers.jsonl"
 
 
 def excluded() -> set[str]:
     """Normalized prompts no gate file may hold: held-out, gold and our own training prompts."""
-    gold = {norm(json.loads(line)["prompt"]) for line in GOLD_ANSWERS.open(encoding="utf-8")}
     own = {norm(r["prompt"]) for r in load_prompts(",".join(str(ROOT / f) for f in OWN.split(",")))}
-    return held_out_prompts(ROOT) | gold | own
+    return eval_prompts() | own
 
 
 def coconot_controls(shared: Path, skip: set[str]) -> list[dict]:
-    path = shared / "coconot" / "coconot_pref.jsonl"
-    if not path.is_file():
-        raise DataError(f"{path} not found: CoCoNot is read from ../shared/datasets")
     out = []
-    for line in path.open(encoding="utf-8"):
+    for line in (shared / "coconot" / "coconot_pref.jsonl").open(encoding="utf-8"):
         row = json.loads(line)
         q = " ".join(row["prompt"].split())
         if not q or norm(q) in skip:
@@ -66,8 +62,6 @@ def coconot_controls(shared: Path, skip: set[str]) -> list[dict]:
 
 def falseqa_pairs(shared: Path, n: int, seed: int, skip: set[str]) -> list[dict]:
     path = shared / "falseqa" / "train.csv"
-    if not path.is_file():
-        raise DataError(f"{path} not found: FalseQA is read from ../shared/datasets")
     by_label = {"1": [], "0": []}
     for i, row in enumerate(csv.DictReader(path.open(encoding="utf-8"))):
         by_label[row["label"]].append((i, " ".join(row["question"].split())))
@@ -80,8 +74,7 @@ def falseqa_pairs(shared: Path, n: int, seed: int, skip: set[str]) -> list[dict]
     for (i, fq), (j, tq) in zip(by_label["1"], by_label["0"], strict=True):
         if not fq or not tq or norm(fq) == norm(tq) or {norm(fq), norm(tq)} & skip:
             continue
-        a, b = (set(re.findall(r"[a-z]+", q.lower())) for q in (fq, tq))
-        if len(a & b) < 0.3 * len(a | b):
+        if not falseqa_partners(fq, tq):
             unpaired += 1
             continue
         pool.append(((i, fq), (j, tq)))
@@ -134,9 +127,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
     load_prompts(str(out))  # the file must load as sft.py will read it
-    counts = {}
-    for r in records:
-        counts[r["category"]] = counts.get(r["category"], 0) + 1
+    counts = dict(collections.Counter(r["category"] for r in records))
     print(f"wrote {len(records)} prompts to {out}: {counts}")
     return 0
 

@@ -178,6 +178,13 @@ def twin_records(written: list[dict], texts=None) -> list[dict]:
     return records
 
 
+def falseqa_partners(false_q: str, true_q: str) -> bool:
+    """FalseQA's k-th label-0 question is an edit of its k-th label-1 question when the two share
+    at least 30% of their words (lower-cased letters runs); below that they are unrelated rows."""
+    a, b = (set(re.findall(r"[a-z]+", q.lower())) for q in (false_q, true_q))
+    return len(a & b) >= 0.3 * len(a | b)
+
+
 def falseqa_records(n: int, seed: int, pairs: bool = False) -> list[dict]:
     """n rebuttals (label 1) and n plain answers (label 0) from FalseQA's train and valid
     files, seeded, none whose question the grader uses or an evaluation file holds.
@@ -219,8 +226,7 @@ def falseqa_records(n: int, seed: int, pairs: bool = False) -> list[dict]:
         for (fp, ok1), (tp, ok0) in zip(by_label["1"], by_label["0"], strict=True):
             if not (ok1 and ok0) or norm(fp["prompt"]) == norm(tp["prompt"]):
                 continue
-            a, b = (set(re.findall(r"[a-z]+", r["prompt"].lower())) for r in (fp, tp))
-            if len(a & b) < 0.3 * len(a | b):
+            if not falseqa_partners(fp["prompt"], tp["prompt"]):
                 unpaired += 1
                 continue
             if {norm(fp["prompt"]), norm(tp["prompt"])} & used:
