@@ -90,18 +90,26 @@ def log1mexp(lp: mx.array) -> mx.array:
 
 
 def gate_loss(
-    model, rows: list, targets: np.ndarray, pad_id: int, margin_weight: float = 0.0
+    model,
+    rows: list,
+    targets: np.ndarray,
+    pad_id: int,
+    margin_weight: float = 0.0,
+    neg_weight: float = 1.0,
 ) -> tuple[mx.array, mx.array]:
     """(mean binary cross-entropy [+ margin_weight x the greedy term], (N, G) log p(sentence |
-    prompt)) over the rows of gate_rows: -log p on a prompt of the gate's category, -log(1 - p)
-    on any other. The greedy term (first_token_margins) is softplus(-m) on the gate's category
-    and softplus(m) on any other: it puts the decision where greedy decoding makes it."""
+    prompt)) over the rows of gate_rows: -log p on a prompt of the gate's category,
+    -neg_weight x log(1 - p) on any other. A neg_weight w > 1 moves the learned threshold down:
+    the loss is least at odds p/(1-p) = q/(w(1-q)) for a true share q, so a prompt greedy would
+    open at p = 0.2-0.4 is pushed to a w-th of those odds. The greedy term (first_token_margins)
+    is softplus(-m) on the gate's category and softplus(m) on any other: it puts the decision
+    where greedy decoding makes it."""
     n, g = len(rows), len(rows[0])
     inputs, tgt, mask, pad = make_batch([cell for row in rows for cell in row], pad_id)
     h = model.hidden(inputs, pad=pad)
     lp = hidden_logprob(model, h, tgt, mask).reshape(n, g)
     t = mx.array(targets)
-    loss = mx.mean(-(t * lp + (1.0 - t) * log1mexp(lp)))
+    loss = mx.mean(-(t * lp + neg_weight * (1.0 - t) * log1mexp(lp)))
     if margin_weight:
         m = first_token_margins(model, h, tgt, mask).reshape(n, g)
         loss = loss + margin_weight * mx.mean(mx.logaddexp(0.0, (1.0 - 2.0 * t) * m))

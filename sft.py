@@ -108,6 +108,11 @@ class SFTConfig:
         "on its category and below it elsewhere (0 = the cross-entropy alone; routed around in "
         "attempt 26: knowledge/sft.md)",
     )
+    gate_neg_weight: float = _f(
+        1.0,
+        "weight of the cross-entropy on prompts outside a gate's category (> 1 lowers the "
+        "sentence's probability there, below greedy decoding's threshold: knowledge/sft.md)",
+    )
     dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
 
     def __post_init__(self):
@@ -142,10 +147,10 @@ class SFTConfig:
                 raise ValueError(
                     "--gate and --stance-pairs both open answers with a sentence: use one"
                 )
-            if not self.gate_weight > 0 or self.gate_margin < 0:
+            if not (self.gate_weight > 0 and self.gate_neg_weight > 0) or self.gate_margin < 0:
                 raise ValueError(
-                    f"gate_weight={self.gate_weight} must be > 0 and gate_margin="
-                    f"{self.gate_margin} >= 0"
+                    f"gate_weight={self.gate_weight} and gate_neg_weight={self.gate_neg_weight} "
+                    f"must be > 0 and gate_margin={self.gate_margin} >= 0"
                 )
             if not self.gate_prompts.strip():
                 raise ValueError("gate_prompts is empty: name the prompt files the gates learn")
@@ -278,7 +283,7 @@ def step_loss(model, batch, rows, gate, pad_id: int, cfg: SFTConfig):
         contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
         return loss + cfg.stance_weight * contrast, loss, contrast, margins
     if gate is not None:
-        bce, lp = gate_loss(model, *gate, pad_id, cfg.gate_margin)
+        bce, lp = gate_loss(model, *gate, pad_id, cfg.gate_margin, cfg.gate_neg_weight)
         return loss + cfg.gate_weight * bce, loss, bce, lp
     return loss, loss, mx.zeros(()), mx.zeros((0,))
 

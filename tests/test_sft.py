@@ -557,6 +557,11 @@ def test_gate_loss_is_the_binary_cross_entropy_of_the_sentence_probability():
     with_margin, _ = opener_gate.gate_loss(model, rows, targets, 0, margin_weight=0.5)
     hinge = np.logaddexp(0, (1 - 2 * targets) * ref).mean()
     assert with_margin.item() == pytest.approx(bce.mean() + 0.5 * hinge, rel=1e-4)
+    # negatives weighted: only the cells outside a gate's category are scaled
+    weighted, _ = opener_gate.gate_loss(model, rows, targets, 0, neg_weight=3.0)
+    w = np.where(targets > 0, 1.0, 3.0)
+    assert weighted.item() == pytest.approx((w * bce).mean(), rel=1e-4)
+    assert weighted.item() > loss.item()
 
 
 def test_gate_figures_by_hand():
@@ -667,6 +672,7 @@ def test_the_greedy_term_moves_greedy_s_own_decision(tmp_path, base_dir):
         ({"gate": "nonsense=a.", "stance_pairs": "p.jsonl"}, "use one"),
         ({"gate": "nonsense=a.", "gate_weight": 0.0}, "must be > 0"),
         ({"gate": "nonsense=a.", "gate_margin": -1.0}, ">= 0"),
+        ({"gate": "nonsense=a.", "gate_neg_weight": 0.0}, "gate_neg_weight=0.0"),
         ({"gate": "nonsense=a.", "gate_prompts": " "}, "gate_prompts is empty"),
         ({"gate": "nonsense=a.", "gate_batch": 0}, "must be >= 1"),
     ],
