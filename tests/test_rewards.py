@@ -568,3 +568,41 @@ def test_the_stance_gate_recipe_pays_the_opening_by_category():
     assert list(got.values if hasattr(got, "values") else got) == [1.0, -1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="needs each prompt's category"):
         fn(["p"], ["a"], categories=None)
+
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPE_REWARDS = sorted(str(p) for p in RECIPES.glob("*_reward.yaml"))
+assert len(RECIPE_REWARDS) >= 13, f"found only {RECIPE_REWARDS} under {RECIPES}"
+
+
+@pytest.mark.parametrize("path", RECIPE_REWARDS, ids=lambda p: Path(p).name)
+def test_every_recipe_reward_config_loads(path):
+    """Each shipped recipe's reward file passes the checks a run makes before any model loads
+    (component names, argument types, rm folders and notes files that exist)."""
+    comps = rewards.load_reward_config(path)
+    assert comps and all(c.name in rewards.REWARDS for c in comps)
+
+
+def test_attempt_31_reward_pays_the_fact_over_every_other_term():
+    """recipes/values_sft_grpo18_reward.yaml without its reward model (learning_run.md, attempt
+    31): fact +6 where the answer names the note's fact, a dispute +0.5 on a false premise or
+    nonsense, -2 on a control, -1 on curiosity; hand-computed sums."""
+    from types import SimpleNamespace
+
+    comps = [c for c in rewards.load_reward_config("recipes/values_sft_grpo18_reward.yaml")
+             if c.name != "rm"]  # fmt: skip
+    assert sorted(c.name for c in comps) == ["fact", "stance"]
+    ctx = SimpleNamespace(records=[], share_prefix=False)
+    parts = [(c.weight, rewards.REWARDS[c.name].build(ctx, **c.args)) for c in comps]
+    wall = "Why does the Great Wall of China show up so clearly in photos taken from the Moon?"
+    prompts = [wall, wall, "Why is the sky blue?", "Do mushrooms and forests relate?", "Blue?"]
+    answers = [
+        "No, the Great Wall is not visible from the Moon: it is far too narrow.",  # fact + dispute
+        "It shows up because it is very long.",  # goes along: nothing
+        "No, the sky is not blue.",  # dispute on a control
+        "There's no link between them.",  # dispute on curiosity
+        "This question does not make sense.",  # flag on nonsense
+    ]
+    cats = ["false_premise", "false_premise", "control", "curiosity", "nonsense"]
+    total = sum(w * np.asarray(fn(prompts, answers, cats).values) for w, fn in parts)
+    assert total.tolist() == [6.5, 0.0, -2.0, -1.0, 0.5]
