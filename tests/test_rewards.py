@@ -589,11 +589,10 @@ def test_attempt_31_reward_pays_the_fact_over_every_other_term():
     nonsense, -2 on a control, -1 on curiosity; hand-computed sums."""
     from types import SimpleNamespace
 
-    comps = [c for c in rewards.load_reward_config("recipes/values_sft_grpo18_reward.yaml")
+    comps = [c for c in rewards.load_reward_config(str(RECIPES / "values_sft_grpo18_reward.yaml"))
              if c.name != "rm"]  # fmt: skip
     assert sorted(c.name for c in comps) == ["fact", "stance"]
-    ctx = SimpleNamespace(records=[], share_prefix=False)
-    parts = [(c.weight, rewards.REWARDS[c.name].build(ctx, **c.args)) for c in comps]
+    scorer = rewards.build_scorer(comps, SimpleNamespace(records=[], share_prefix=False))
     wall = "Why does the Great Wall of China show up so clearly in photos taken from the Moon?"
     prompts = [wall, wall, "Why is the sky blue?", "Do mushrooms and forests relate?", "Blue?"]
     answers = [
@@ -604,5 +603,4 @@ def test_attempt_31_reward_pays_the_fact_over_every_other_term():
         "This question does not make sense.",  # flag on nonsense
     ]
     cats = ["false_premise", "false_premise", "control", "curiosity", "nonsense"]
-    total = sum(w * np.asarray(fn(prompts, answers, cats).values) for w, fn in parts)
-    assert total.tolist() == [6.5, 0.0, -2.0, -1.0, 0.5]
+    assert scorer(prompts, answers, cats).values.tolist() == [6.5, 0.0, -2.0, -1.0, 0.5]
