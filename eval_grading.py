@@ -162,8 +162,9 @@ def grader_in_reward(source, grader_path: str) -> str | None:
     run whose reward config file is gone cannot be checked: that is said too."""
     path, components, error = run_reward(source)
     if error:
-        return (f"its run's reward config could not be read ({error}), so independence was "
-                "not checked")
+        return (
+            f"its run's reward config could not be read ({error}), so independence was not checked"
+        )
     if not path:
         return None
     own = (Path(grader_path) / "pushback").resolve()

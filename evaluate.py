@@ -437,10 +437,14 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         "judge_model": judge,
         "grader": None
         if grader is None
-        else {"path": cfg.grader, "gold": grader_gold, "validation": grader.metrics["validation"],
-              "not_independent_of": not_independent,
-              # the grader's pushback verdicts against each run's own stance detector
-              "agreement_with_reward": agree},  # fmt: skip
+        else {
+            "path": cfg.grader,
+            "gold": grader_gold,
+            "validation": grader.metrics["validation"],
+            "not_independent_of": not_independent,
+            # the grader's pushback verdicts against each run's own stance detector
+            "agreement_with_reward": agree,
+        },
         "pushback_classifier": None
         if classifier is None
         else {"path": cfg.pushback_model, **classifier.accuracy},

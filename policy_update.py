@@ -55,6 +55,7 @@ def update(run: Run, b: Rollout) -> dict:
     this rank's groups, weighted by their share of the whole batch's loss and summed over ranks
     (gradient routing: routing.routed_update)."""
     if run.cfg.routing == "routed":
+
         def step(grads, sums, it, clip):
             return apply_gradients(run, grads, sums, it, clip=clip)
 

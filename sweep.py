@@ -413,9 +413,7 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=5, help="steps averaged for final figures")
     p.add_argument("--dry-run", action="store_true", help="print the planned runs and exit")
     p.add_argument("--summary-only", action="store_true", help="summarize, run nothing")
-    p.add_argument(
-        "--json", action="store_true", help="print the summary as one JSON object"
-    )
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     args, passthrough = p.parse_known_args(argv)
     if args.jobs < 1 or args.window < 1:
         raise SweepError("--jobs and --window must be >= 1")

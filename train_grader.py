@@ -314,8 +314,12 @@ def main(argv=None) -> int:
     p.add_argument("--with-reads", metavar="DIR", action="append", default=[],
                    help="--write-labels: add this read set of a run's rollouts on training "
                    "prompts (answers.jsonl + labels.jsonl; repeatable)")  # fmt: skip
-    p.add_argument("--policy-repeat", type=int, default=3,
-                   help="--write-labels: copies of each sampled policy answer in training")
+    p.add_argument(
+        "--policy-repeat",
+        type=int,
+        default=3,
+        help="--write-labels: copies of each sampled policy answer in training",
+    )
     p.add_argument("--head-from", metavar="DIR",
                    help="keep the label head (grader.npz) of this grader folder instead of "
                    "fitting one: only the validation answers are read (the fourth version "

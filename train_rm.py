@@ -97,8 +97,9 @@ class RMTrainConfig:
     )
     init: str | None = _f(None, "start from this reward-model folder's weights (same config)")
     extra_pairs: str | None = _f(
-        None, "more pairs (same format) whose train and val splits join --pairs' (e.g. "
-        "data/rm_read_pairs.jsonl: the policies' own answers, labelled by reading)"
+        None,
+        "more pairs (same format) whose train and val splits join --pairs' (e.g. "
+        "data/rm_read_pairs.jsonl: the policies' own answers, labelled by reading)",
     )
     extra_repeat: int = _f(1, "train on each --extra-pairs train pair this many times per epoch")
 
