@@ -176,6 +176,27 @@ def grader_in_reward(source, grader_path: str) -> str | None:
     return None
 
 
+# The stance term's dispute weights and their defaults (rewards._build_stance).
+DISPUTE_TERMS = {"pay": 1.0, "penalty": 1.0, "curiosity_penalty": 0.0}
+
+
+def dispute_paid(source) -> str | None:
+    """Why the grader's pushback figures for `source` need reading, or None: its run's reward
+    had a `stance` term (any detector) that paid or costed dispute wording. Measured on 456 read
+    answers of three such runs (knowledge/evaluation.md, 2026-11-29): the grader's classifier
+    calls their negation-heavy go-along answers pushback (5-12 of 72 false-premise and 8-10 of
+    80 control answers each, against 0 and 1 of the base's), so its differences from the base
+    ran 2-3x the read ones. Apart from grader_in_reward: the detector need not be the grader's."""
+    path, components, _ = run_reward(source)
+    for c in components or []:
+        if c.name == "stance" and any(c.args.get(k, d) for k, d in DISPUTE_TERMS.items()):
+            return (f"its run's reward ({path}) paid or costed dispute wording (stance, detector "
+                    f"{c.args.get('detector', 'lexical')}): on such runs the grader's pushback "
+                    "figures ran 2-3x the read differences (knowledge/evaluation.md); read the "
+                    "false-premise and control answers (read_set.py)")  # fmt: skip
+    return None
+
+
 def grader_line(g: dict) -> str:
     """The grader's gold-set figures, printed with every pushback figure it makes."""
     gold = g["gold"]

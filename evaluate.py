@@ -41,6 +41,7 @@ from eval_grading import (
     agreement_line,
     detector_base,
     detector_flags,
+    dispute_paid,
     gold_figures,
     grade_answers,
     grader_in_reward,
@@ -313,13 +314,16 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     if cfg.grader:
         grader = Grader.load(cfg.grader)
         grader_gold = gold_figures(grader, cfg.grader, cache, notes, cfg.notes)
-    not_independent = {}
+    not_independent, read_advised = {}, {}
     for ref, src in sources.items() if cfg.grader else ():
         if why := grader_in_reward(src, cfg.grader):
             not_independent[ref] = why
             print(f"warning: {ref}: the grader's pushback figures are not independent of "
                   f"this model: {why}; judge it by a read set (read_set.py)",
                   file=sys.stderr)  # fmt: skip
+        elif why := dispute_paid(src):
+            read_advised[ref] = why
+            print(f"warning: {ref}: {why}", file=sys.stderr)
     classifier = None
     if cfg.pushback_model:
         if not Path(cfg.pushback_model).is_dir():
@@ -442,6 +446,8 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             "gold": grader_gold,
             "validation": grader.metrics["validation"],
             "not_independent_of": not_independent,
+            # runs paid for dispute wording: the grader's pushback figures need reading
+            "read_advised": read_advised,
             # the grader's pushback verdicts against each run's own stance detector
             "agreement_with_reward": agree,
         },
@@ -491,6 +497,8 @@ def table(result: dict) -> str:
         for ref, dets in result["grader"].get("agreement_with_reward", {}).items():
             for det, a in dets.items():
                 lines.append(agreement_line(ref, det, a))
+        for ref, why in result["grader"].get("read_advised", {}).items():
+            lines.append(f"{ref}: {why}")
     clf = result.get("pushback_classifier")
     if clf:
         lines.append(

@@ -297,6 +297,29 @@ def test_a_run_rewarded_by_the_graders_own_classifier_is_flagged(tmp_path):
     assert why and "not checked" in why and "nowhere" in why
 
 
+def test_a_run_paid_for_dispute_wording_is_told_to_read(tmp_path):
+    from load_weights import ModelSource
+
+    def src(yaml_text):
+        if yaml_text is None:
+            return ModelSource("m", tmp_path, "lora", None, {})
+        path = tmp_path / f"r{abs(hash(yaml_text))}.yaml"
+        path.write_text(yaml_text)
+        return ModelSource("m", tmp_path, "lora", None, {"reward_config": str(path)})
+
+    paid = src("components:\n  - {name: stance, detector: lexical, pay: 0.5, penalty: 2.0}\n")
+    why = eval_grading.dispute_paid(paid)
+    assert why and "dispute wording" in why and "detector lexical" in why and "read_set.py" in why
+    # the stance term's defaults pay 1 and cost 1: a bare stance term shapes disputes too
+    assert eval_grading.dispute_paid(src("components:\n  - {name: stance}\n"))
+    only_curiosity = "components:\n  - {name: stance, pay: 0, penalty: 0, curiosity_penalty: 1}\n"
+    assert eval_grading.dispute_paid(src(only_curiosity))
+    zero = "components:\n  - {name: stance, pay: 0, penalty: 0}\n  - {name: happy}\n"
+    assert eval_grading.dispute_paid(src(zero)) is None  # a stance term that pays nothing
+    assert eval_grading.dispute_paid(src("components:\n  - {name: happy}\n")) is None
+    assert eval_grading.dispute_paid(src(None)) is None  # not a training checkpoint
+
+
 def test_agreement_with_a_runs_detector_hand_computed():
     # grader: T T F F F ; detector: T F F F T  -> agree on 3 of 5
     grader = [[True, True], [False, False, False]]
