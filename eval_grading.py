@@ -182,18 +182,20 @@ DISPUTE_TERMS = {"pay": 1.0, "penalty": 1.0, "curiosity_penalty": 0.0}
 
 def dispute_paid(source) -> str | None:
     """Why the grader's pushback figures for `source` need reading, or None: its run's reward
-    had a `stance` term (any detector) that paid or costed dispute wording. Measured on 456 read
-    answers of three such runs (knowledge/evaluation.md, 2026-11-29): the grader's classifier
-    calls their negation-heavy go-along answers pushback (5-12 of 72 false-premise and 8-10 of
+    had a `stance` term (any detector) that paid or costed dispute wording. Measured on 608 read
+    answers of four such runs (knowledge/evaluation.md, 2026-11-29): the grader's classifier
+    calls their negation-heavy go-along answers pushback (3-12 of 72 false-premise and 8-10 of
     80 control answers each, against 0 and 1 of the base's), so its differences from the base
-    ran 2-3x the read ones. Apart from grader_in_reward: the detector need not be the grader's."""
+    ran above the read ones on every run, by 0.04-0.19 on false premises and 0.05-0.13 on
+    controls. Apart from grader_in_reward: the detector need not be the grader's."""
     path, components, _ = run_reward(source)
     for c in components or []:
         if c.name == "stance" and any(c.args.get(k, d) for k, d in DISPUTE_TERMS.items()):
             return (f"its run's reward ({path}) paid or costed dispute wording (stance, detector "
                     f"{c.args.get('detector', 'lexical')}): on such runs the grader's pushback "
-                    "figures ran 2-3x the read differences (knowledge/evaluation.md); read the "
-                    "false-premise and control answers (read_set.py)")  # fmt: skip
+                    "differences from the base ran 0.04-0.19 above the read ones "
+                    "(knowledge/evaluation.md); read the false-premise and control answers "
+                    "(read_set.py)")  # fmt: skip
     return None
 
 
