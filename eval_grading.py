@@ -9,6 +9,7 @@ second opinion (`--pushback-model`) with its test accuracy. Independence (issue 
 (`stance_detectors`, `detector_flags`). No model answers here: evaluate.py generates.
 """
 
+import inspect
 import json
 from pathlib import Path
 
@@ -176,8 +177,18 @@ def grader_in_reward(source, grader_path: str) -> str | None:
     return None
 
 
-# The stance term's dispute weights and their defaults (rewards._build_stance).
-DISPUTE_TERMS = {"pay": 1.0, "penalty": 1.0, "curiosity_penalty": 0.0}
+# The stance term's dispute weights with their defaults, read from the term's own builder so
+# that a default changed there is the default here.
+DISPUTE_TERMS = {
+    k: p.default
+    for k, p in inspect.signature(rewards.REWARDS["stance"].build).parameters.items()
+    if k in ("pay", "penalty", "curiosity_penalty")
+}
+if len(DISPUTE_TERMS) != 3:
+    raise ImportError(
+        "rewards' stance term no longer takes pay, penalty, curiosity_penalty: found "
+        f"{sorted(DISPUTE_TERMS)}; update eval_grading.dispute_paid"
+    )
 
 
 def dispute_paid(source) -> str | None:
