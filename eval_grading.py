@@ -227,6 +227,25 @@ def grader_line(g: dict) -> str:
     )
 
 
+def grader_notes(g: dict) -> list[str]:
+    """The lines that go with every figure the grader makes (evaluate.py's table and the
+    report): its gold-set figures, its agreement with each run's stance detector, and the
+    models whose figures are not independent of it or must be read (`g` is the result's
+    "grader" entry)."""
+    lines = [grader_line(g)]
+    for ref, dets in g.get("agreement_with_reward", {}).items():
+        lines += [agreement_line(ref, det, a) for det, a in dets.items()]
+    for ref, why in g.get("not_independent_of", {}).items():
+        lines.append(not_independent_line(ref, why))
+    lines += [f"{ref}: {why}" for ref, why in g.get("read_advised", {}).items()]
+    return lines
+
+
+def not_independent_line(ref: str, why: str) -> str:
+    return (f"{ref}: the grader's pushback figures are not independent of this model: {why}; "
+            "judge it by a read set (read_set.py)")  # fmt: skip
+
+
 def agreement_line(ref: str, detector: str, a: dict) -> str:
     fig = a["agreement"]
     if fig["n"] == 0:

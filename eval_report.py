@@ -1,16 +1,18 @@
 """Render an evaluate.py result as a page people would rather look at than read.
 
 `write(result, out_dir)` writes out_dir/report.md: the settings, the pushback classifier's
-measured accuracy, one table per prompt category (metric rows, a column per model, the change
-from the base model), grouped bar charts (PNG: one per metric, categories on the x axis, a bar
-per model) and, per category, a few prompts with every model's answer side by side. It reads
-the result dict only; it computes nothing about models.
+measured accuracy, the grader's gold-set figures and warnings (eval_grading.grader_notes), one
+table per prompt category (metric rows, a column per model, the change from the base model),
+grouped bar charts (PNG: one per metric, categories on the x axis, a bar per model) and, per
+category, a few prompts with every model's answer side by side. It reads the result dict only;
+it computes nothing about models.
 """
 
 from pathlib import Path
 
 import numpy as np
 
+from eval_grading import grader_notes
 from stats import cell
 
 CHART_METRICS = (
@@ -136,6 +138,8 @@ def write(result: dict, out_dir: Path) -> Path:
             f"disputing, flagging or refusing the prompt; its accuracy on {clf['n_test']} "
             f"labelled test answers is **{clf['test_accuracy']:.3f}**."
         )
+    if result.get("grader"):
+        lines += ["", "The grader:", "", *(f"- {line}" for line in grader_notes(result["grader"]))]
     lines.append("")
     for key in _metrics(result):
         name = key.replace("/", "_").replace(":", "_")

@@ -38,14 +38,14 @@ from eval_cache import Cache, model_fingerprint
 from eval_grading import (
     PushbackClassifier,
     agreement,
-    agreement_line,
     detector_base,
     detector_flags,
     dispute_paid,
     gold_figures,
     grade_answers,
     grader_in_reward,
-    grader_line,
+    grader_notes,
+    not_independent_line,
     stance_detectors,
 )
 from grade import Grader, notes_sha256
@@ -318,9 +318,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     for ref, src in sources.items() if cfg.grader else ():
         if why := grader_in_reward(src, cfg.grader):
             not_independent[ref] = why
-            print(f"warning: {ref}: the grader's pushback figures are not independent of "
-                  f"this model: {why}; judge it by a read set (read_set.py)",
-                  file=sys.stderr)  # fmt: skip
+            print(f"warning: {not_independent_line(ref, why)}", file=sys.stderr)
         elif why := dispute_paid(src):
             read_advised[ref] = why
             print(f"warning: {ref}: {why}", file=sys.stderr)
@@ -493,12 +491,7 @@ def table(result: dict) -> str:
     figures, vs = result["figures"], result.get("vs_base", {})
     lines = []
     if result.get("grader"):
-        lines.append(grader_line(result["grader"]))
-        for ref, dets in result["grader"].get("agreement_with_reward", {}).items():
-            for det, a in dets.items():
-                lines.append(agreement_line(ref, det, a))
-        for ref, why in result["grader"].get("read_advised", {}).items():
-            lines.append(f"{ref}: {why}")
+        lines += grader_notes(result["grader"])
     clf = result.get("pushback_classifier")
     if clf:
         lines.append(

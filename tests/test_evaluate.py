@@ -225,6 +225,8 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
         assert figs["control"]["engagement_rate"]["n"] == 0  # not a curiosity prompt
     report = (tmp_path / "report" / "report.md").read_text()
     assert report.count("### Sample answers") == 3 and "95% interval" in report
+    # the grader's gold-set figures and its agreement lines go with its figures in the report too
+    assert "on the gold set" in report and "stance detector lexical" in report
     # every per-prompt figure carries its n and interval; the second model its paired difference
     for ref in (str(base), str(other)):
         for cat, figs in result["figures"][ref].items():
@@ -318,6 +320,22 @@ def test_a_run_paid_for_dispute_wording_is_told_to_read(tmp_path):
     assert eval_grading.dispute_paid(src(zero)) is None  # a stance term that pays nothing
     assert eval_grading.dispute_paid(src("components:\n  - {name: happy}\n")) is None
     assert eval_grading.dispute_paid(src(None)) is None  # not a training checkpoint
+
+
+def test_grader_notes_carry_every_warning_in_table_and_report():
+    fig = {"value": 0.9, "ci95": [0.85, 0.93], "k": 450, "n": 500}
+    gold = {k: fig for k in ("pushback_accuracy", "false_premise_correction_recall",
+                             "nonsense_flag_recall", "control_false_positive_rate")}  # fmt: skip
+    g = {
+        "path": "models/g",
+        "gold": {"n_answers": 500, **gold},
+        "not_independent_of": {"runs/a": "its reward used the grader"},
+        "read_advised": {"runs/b": "its run's reward paid disputes"},
+    }
+    lines = eval_grading.grader_notes(g)
+    assert len(lines) == 3 and "0.90 [0.85,0.93] (450/500)" in lines[0]
+    assert lines[1].startswith("runs/a: the grader's pushback figures are not independent")
+    assert lines[2] == "runs/b: its run's reward paid disputes"
 
 
 def test_agreement_with_a_runs_detector_hand_computed():

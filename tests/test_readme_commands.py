@@ -134,6 +134,14 @@ CASES = {
     "uv run python chat.py --model smollm2-135m --model runs/<name>": Case(
         sub=MAIN_RUN, needs=(MAIN,), server=True
     ),
+    "uv run python chat.py --model smollm2-135m --model models/values-smollm2-135m": Case(
+        server=True
+    ),
+    "uv run python evaluate.py --model smollm2-135m --model models/values-smollm2-135m "
+    "--prompts data/eval.jsonl --report reports/values": Case(
+        add="--limit 4 --max-new-tokens 6",
+        check=run_file("reports/values/report.md"),
+    ),  # fmt: skip
     HAPPY: Case(
         sub={"--steps 60": "--steps 1"},
         add=f"{SMALL} --run-name happy",
