@@ -78,6 +78,9 @@ class TrainConfig:
     share_trunk: bool = _f(
         True, "LoRA in the top blocks: run the frozen blocks below once for policy and reference"
     )
+    head_valid_only: bool = _f(
+        True, "update and reference: run the LM head on completion tokens only, not on padding"
+    )
     num_iterations: int = _f(1, "updates per rollout batch (PPO's mu), ratio vs rollout policy")
     loss_type: str = _f("grpo", "grpo | dr_grpo | dapo")
     clip_eps_low: float = _f(0.2, "ratio floor 1 - eps_low")

@@ -372,16 +372,37 @@ def sequence_logprobs(
     temperature: float,
     return_entropy: bool = False,
     trunk: Trunk | None = None,
+    valid: mx.array | None = None,
 ):
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
     Temperature 0 means the untempered softmax. With `return_entropy`, also the (B*G, T) entropy
     of each position's tempered distribution, a measurement: no gradient flows back through it.
     A frozen LM head (LoRA, or the embedding not trained) gets no gradient computed.
-    `trunk`: as in sequence_hidden."""
+    `trunk`: as in sequence_hidden. `valid` (B*G, T), e.g. the completion mask: the LM head runs
+    only where it is nonzero (padding after EOS costs no vocabulary-sized matmul or softmax);
+    elsewhere log-prob and entropy are 0, so use them only under that mask."""
     h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size, trunk)
     temperature = temperature if temperature > 0 else 1.0
-    return kernels.token_logprobs(
+    keep = None
+    if valid is not None:
+        if tuple(valid.shape) != tuple(completions.shape):
+            raise ValueError(f"valid has shape {valid.shape}, completions {completions.shape}")
+        flat = np.flatnonzero(np.asarray(valid).reshape(-1))
+        keep = flat if flat.size < valid.size else None
+        if flat.size == 0:  # nothing to score: no head at all
+            zeros = mx.zeros(completions.shape, dtype=mx.float32)
+            return (zeros, zeros) if return_entropy else zeros
+    if keep is not None:
+        # Gather the valid positions' states, run the head on them alone, and read the results
+        # back by a gather (index `len(keep)`: an appended 0 for every other position), so the
+        # gradient flows back to exactly the positions it came from.
+        n, t = completions.shape
+        back = np.full(n * t, keep.size, dtype=np.int32)
+        back[keep] = np.arange(keep.size, dtype=np.int32)
+        idx, back = mx.array(keep.astype(np.int32)), mx.array(back)
+        h, completions = h.reshape(n * t, -1)[idx], completions.reshape(n * t)[idx]
+    outs = kernels.token_logprobs(
         h,
         model.lm_head_weight(),
         completions,
@@ -390,6 +411,13 @@ def sequence_logprobs(
         weight_grad=head_trains(model),
         entropy_grad=False,
     )
+    if keep is None:
+        return outs
+    zero = mx.zeros((1,), dtype=mx.float32)
+    spread = [
+        mx.concatenate([o, zero])[back].reshape(n, t) for o in (outs if return_entropy else (outs,))
+    ]
+    return tuple(spread) if return_entropy else spread[0]
 
 
 def head_trains(model) -> bool:

@@ -38,8 +38,9 @@ def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, t
     log-probs of the sampled tokens (the prompt run once per group; with `trunk`, only the
     blocks above the frozen ones)."""
     logp, entropy = sequence_logprobs(
-        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True, trunk=trunk
-    )
+        model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True,
+        trunk=trunk, valid=mask if cfg.head_valid_only else None,
+    )  # fmt: skip
     # num_iterations == 1: the ratio is against these same weights, so stop_gradient(logp) is
     # exact; > 1: against the rollout policy, whose log-probs the sampler returned.
     old = mx.stop_gradient(logp) if old is None else old
@@ -72,7 +73,13 @@ def update(run: Run, b: Rollout) -> dict:
     if run.reference is not None:
         ref = [
             run.reference.logprobs(
-                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature, trunk=t
+                s.prompt_tokens[p],
+                s.prompt_pad[p],
+                s.tokens[c],
+                G,
+                s.temperature,
+                trunk=t,
+                valid=b.mask[c] if cfg.head_valid_only else None,
             )
             for (p, c), t in zip(parts, trunks, strict=True)
         ]

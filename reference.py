@@ -47,15 +47,17 @@ class Reference:
         return cls(frozen_copy(policy_model, quant_bits))
 
     def logprobs(
-        self, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=None
+        self, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=None, valid=None
     ) -> mx.array:
         """(N, T) log-probs of `tokens` under the reference, no gradient. `trunk`: the frozen
         bottom blocks' output (gwen.sequence_trunk), shared with the policy when the reference is
-        the policy with its adapters off (`shares_trunk_with`)."""
+        the policy with its adapters off (`shares_trunk_with`). `valid`: the LM head runs only
+        where it is nonzero, 0 elsewhere (gwen.sequence_logprobs)."""
         with self.context():
             lp = sequence_logprobs(
-                self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=trunk
-            )
+                self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature,
+                trunk=trunk, valid=valid,
+            )  # fmt: skip
             return mx.stop_gradient(lp)
 
     def shares_trunk_with(self, model: Model) -> bool:

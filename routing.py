@@ -188,7 +188,13 @@ def routed_args(
     if reference is not None:
         ref = [
             reference.logprobs(
-                s.prompt_tokens[p], s.prompt_pad[p], s.tokens[c], G, s.temperature, trunk=t
+                s.prompt_tokens[p],
+                s.prompt_pad[p],
+                s.tokens[c],
+                G,
+                s.temperature,
+                trunk=t,
+                valid=b.mask[c] if cfg.head_valid_only else None,
             )
             for (p, c), t in zip(parts, trunks, strict=True)
         ]

@@ -47,7 +47,8 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     assert out["lora_rank"] == 4 and out["lora_layers"] == 1
     assert out["timed_steps"] == 1 and out["unoptimized_timed_steps"] == 1
     assert out["optimizations"] == {
-        "share_trunk": True, "share_prefix": True, "rollout_trunk": False
+        "share_trunk": True, "share_prefix": True, "rollout_trunk": False,
+        "head_valid_only": True,
     }  # fmt: skip
     for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
         assert out[key] > 0, key
@@ -65,7 +66,8 @@ def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypat
     assert bench_train.main(argv) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
     assert out["optimizations"] == {
-        "share_trunk": False, "share_prefix": True, "rollout_trunk": True
+        "share_trunk": False, "share_prefix": True, "rollout_trunk": True,
+        "head_valid_only": True,
     }  # fmt: skip
     assert "step_ratio" not in out
     assert calls == []

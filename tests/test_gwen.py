@@ -171,6 +171,46 @@ def test_frozen_trunk_gives_the_same_logprobs_and_gradients(T):
 
 
 @pytest.mark.parametrize("full", [True, False], ids=["full-finetune", "lora"])
+def test_head_on_valid_positions_only_same_logprobs_and_gradients(full):
+    # `valid` runs the LM head only where the mask is nonzero (padding after EOS skipped): the
+    # log-probs and entropies there, and every gradient of a masked loss, equal the full path's;
+    # elsewhere both are 0. A fully masked batch scores nothing; a wrong shape is refused.
+    from mlx.nn import value_and_grad
+    from mlx.utils import tree_flatten
+
+    model = tiny_model(LLAMA, seed=4) if full else _lora_top(LLAMA, top=1)
+    pt, pad, comp, G = _groups(LLAMA["vocab_size"])
+    ends = [6, 2, 4, 1, 5, 3]  # completion lengths up to and including EOS
+    mask = mx.array([[1.0] * n + [0.0] * (6 - n) for n in ends])
+    weights = mask * mx.arange(mask.size).reshape(mask.shape) / mask.size
+
+    def loss(m, valid):
+        lp = gwen_mod.sequence_logprobs(m, pt, pad, comp, G, 0.7, valid=valid)
+        return (lp * weights).sum()
+
+    full_v, full_g = value_and_grad(model, loss)(model, None)
+    cut_v, cut_g = value_and_grad(model, loss)(model, mask)
+    assert abs(full_v.item() - cut_v.item()) <= 1e-5 * abs(full_v.item())
+    full_g, cut_g = dict(tree_flatten(full_g)), dict(tree_flatten(cut_g))
+    assert full_g.keys() == cut_g.keys() and len(full_g) > 0
+    for name, g in full_g.items():
+        assert mx.abs(g).max().item() > 0, name
+        assert mx.abs(g - cut_g[name]).max().item() <= 1e-5 * max(1.0, mx.abs(g).max().item())
+
+    lp_all, ent_all = gwen_mod.sequence_logprobs(model, pt, pad, comp, G, 0.7, True)
+    lp, ent = gwen_mod.sequence_logprobs(model, pt, pad, comp, G, 0.7, True, valid=mask)
+    on = np.asarray(mask) > 0
+    assert np.abs(np.asarray(lp - lp_all))[on].max() <= 1e-5
+    assert np.abs(np.asarray(ent - ent_all))[on].max() <= 1e-5
+    assert (np.asarray(lp)[~on] == 0).all() and (np.asarray(ent)[~on] == 0).all()
+    assert (np.asarray(lp_all)[~on] != 0).all()  # the full path did score the padding
+    none = gwen_mod.sequence_logprobs(model, pt, pad, comp, G, 0.7, valid=mx.zeros(comp.shape))
+    assert none.shape == comp.shape and not np.asarray(none).any()
+    with pytest.raises(ValueError, match="valid has shape"):
+        gwen_mod.sequence_logprobs(model, pt, pad, comp, G, 0.7, valid=mask[:, :3])
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["full-finetune", "lora"])
 def test_head_gradient_only_where_the_head_trains(full):
     # A trained (tied) head gets d/dweight through the LM head; a frozen one is skipped. The
     # gradients equal those of the naive full-vocabulary log-softmax either way.
