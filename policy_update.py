@@ -71,19 +71,7 @@ def update(run: Run, b: Rollout) -> dict:
     trunks = shared_trunks(model, run.reference, s, parts, G, cfg.share_trunk)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
-        ref = [
-            run.reference.logprobs(
-                s.prompt_tokens[p],
-                s.prompt_pad[p],
-                s.tokens[c],
-                G,
-                s.temperature,
-                trunk=t,
-                valid=b.mask[c] if cfg.head_valid_only else None,
-            )
-            for (p, c), t in zip(parts, trunks, strict=True)
-        ]
-        mx.eval(ref)
+        ref = run.reference.part_logprobs(s, b.mask, parts, trunks, G, cfg.head_valid_only)
         kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
     reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs
     grad_fn = nn.value_and_grad(model, loss_fn)

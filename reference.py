@@ -60,6 +60,25 @@ class Reference:
             )  # fmt: skip
             return mx.stop_gradient(lp)
 
+    def part_logprobs(self, sample, mask, parts, trunks, group_size, valid_only) -> list:
+        """The reference's log-probs of each micro-batch of `sample` ((prompt rows, completion
+        rows) in `parts`, with its trunk or None), evaluated; with `valid_only` the LM head runs
+        only on `mask`'s tokens."""
+        ref = [
+            self.logprobs(
+                sample.prompt_tokens[p],
+                sample.prompt_pad[p],
+                sample.tokens[c],
+                group_size,
+                sample.temperature,
+                trunk=t,
+                valid=mask[c] if valid_only else None,
+            )  # fmt: skip
+            for (p, c), t in zip(parts, trunks, strict=True)
+        ]
+        mx.eval(ref)
+        return ref
+
     def shares_trunk_with(self, model: Model) -> bool:
         """True when this reference is `model` itself with adapters off: below the adapters the
         two compute the same thing."""

@@ -186,19 +186,7 @@ def routed_args(
         trunks = shared_trunks(model, reference, s, parts, G, cfg.share_trunk)
     ref, coef = [None] * len(micro_batches), 0.0  # no reference: a Python 0 (grpo checks it)
     if reference is not None:
-        ref = [
-            reference.logprobs(
-                s.prompt_tokens[p],
-                s.prompt_pad[p],
-                s.tokens[c],
-                G,
-                s.temperature,
-                trunk=t,
-                valid=b.mask[c] if cfg.head_valid_only else None,
-            )
-            for (p, c), t in zip(parts, trunks, strict=True)
-        ]
-        mx.eval(ref)
+        ref = reference.part_logprobs(s, b.mask, parts, trunks, G, cfg.head_valid_only)
         coef = mx.array(kl_coef, dtype=mx.float32)
     args = []
     for mb, (p, c), r, t in zip(micro_batches, parts, ref, trunks, strict=True):
