@@ -73,7 +73,7 @@ class Reference:
                 sample.temperature,
                 trunk=t,
                 valid=mask[c] if valid_only else None,
-            )  # fmt: skip
+            )
             for (p, c), t in zip(parts, trunks, strict=True)
         ]
         mx.eval(ref)
