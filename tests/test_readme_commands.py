@@ -173,7 +173,9 @@ CASES = {
     "uv run tensorboard --logdir runs": Case(needs=(MAIN,), server=True),
     RM: Case(
         sub={"--steps 240": "--steps 1"},
-        add="--val-limit 4 --no-tensorboard",
+        # short inputs: the cases that score with this model (its 8-bit copy's timed forward
+        # on MLX's slow CPU quantized matmul above all) read 64 tokens per pair side, not ~380
+        add="--val-limit 4 --no-tensorboard --max-prompt-tokens 32 --max-response-tokens 32",
         check=run_file("models/my-rm/rm_config.json"),
     ),  # fmt: skip
     "uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2 "
