@@ -11,11 +11,11 @@ the run's train_config.json `model`, else the adapter config's, else `base`; the
 rides along (`ModelSource.run_config`), and `ModelSource.start` names the weights a training
 checkpoint started from (the default judge's, reference.starting_judge). `load` loads any of
 them: an adapter checkpoint as its base with the adapters merged in, or left switchable. GGUF
-tensors are dequantized, llama.cpp's Q/K row permutation is undone, and the tokenizer and chat
-template are rebuilt from the file's metadata. A folder that quantize.py (or mlx-lm) wrote with
-affine-quantized Linears loads quantized (quant.prepare_quantized). Every failure names the
-input and the fix. It does not quantize, shard or convert checkpoints: quantize.py writes
-quantized folders.
+tensors are dequantized, llama.cpp's Q/K row permutation is undone (the result kept on disk by
+gguf_cache.py), and the tokenizer and chat template are rebuilt from the file's metadata. A
+folder that quantize.py (or mlx-lm) wrote with affine-quantized Linears loads quantized
+(quant.prepare_quantized). Every failure names the input and the fix. It does not quantize, shard
+or convert checkpoints: quantize.py writes quantized folders.
 """
 
 import glob
@@ -30,6 +30,7 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import mlx.utils
 
+import gguf_cache
 import lora
 import quant
 from errors import UserError
@@ -404,12 +405,8 @@ def _unpermute_rows(w: mx.array, n_heads: int) -> mx.array:
     return w.reshape(n_heads, rows // n_heads // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
-def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
-    try:
-        tensors, metadata = mx.load(str(path), return_metadata=True)
-    except Exception as e:  # noqa: BLE001
-        raise LoadError(f"cannot read GGUF {path} ({e}): truncated or corrupt; reinstall it") from e
-    args = _gguf_args(metadata, tensors)
+def _gguf_weights(tensors: dict, args: ModelArgs) -> dict[str, mx.array]:
+    """The GGUF's tensors dequantized to float32 under HF names, Q/K rows unpermuted."""
     weights = {}
     for name in {k.rsplit(".", 1)[0] for k in tensors}:
         parts = name.split(".")
@@ -422,7 +419,18 @@ def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
             w = _unpermute_rows(w, args.num_attention_heads)
         elif name.endswith("attn_k"):
             w = _unpermute_rows(w, args.num_key_value_heads)
-        weights[hf] = w.astype(dtype)
+        weights[hf] = w
+    return weights
+
+
+def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
+    try:
+        tensors, metadata = mx.load(str(path), return_metadata=True)
+    except Exception as e:  # noqa: BLE001
+        raise LoadError(f"cannot read GGUF {path} ({e}): truncated or corrupt; reinstall it") from e
+    args = _gguf_args(metadata, tensors)
+    weights = gguf_cache.cached(path, lambda: _gguf_weights(tensors, args))
+    weights = {k: w.astype(dtype) for k, w in weights.items()}
     model = Model(args)
     _check_keys(model, weights, path)
     model.load_weights(list(weights.items()), strict=True)

@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # MLX's CUDA backend runs float32 matmuls in TF32 by default (measured on an H200, 2026-11-26:
@@ -9,6 +11,25 @@ os.environ.setdefault("MLX_ENABLE_TF32", "0")
 import backend  # noqa: E402,F401  (loads OpenBLAS before any test imports mlx)
 
 import pytest  # noqa: E402
+
+import gguf_cache  # noqa: E402
+
+_own_cache = None
+
+
+def pytest_configure(config):
+    """The suite's processes (README commands included: they inherit the environment) share one
+    cache of dequantized GGUF weights in a temp folder, removed at the end; a cache folder the
+    caller set ($RL_VALUES_CACHE) is used and kept."""
+    global _own_cache
+    if gguf_cache.ENV not in os.environ:
+        _own_cache = tempfile.mkdtemp(prefix="rl-values-cache-")
+        os.environ[gguf_cache.ENV] = _own_cache
+
+
+def pytest_unconfigure(config):
+    if _own_cache is not None:
+        shutil.rmtree(_own_cache, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
