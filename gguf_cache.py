@@ -1,16 +1,17 @@
 """A GGUF file's dequantized weights kept on disk, so the model loads without dequantizing again.
 
 Dequantizing the embedded SmolLM2-135M (Q4_1) with MLX takes ~1.7 s of a ~3 s load on our 2-core
-CPU; reading the same float32 weights from a safetensors file takes ~0.2 s, and every command,
-test and rank loads the model anew. `cached(path, build)` returns the weights of the GGUF file
-`path`: from the cache when a file for that content is there, else `build()`'s, which it stores
-(atomic write). It stores exactly what `build()` returned (float32, HF names, Q/K rows already
-unpermuted), so a load through it equals a GGUF load bit for bit. The key is the GGUF's sha256,
-MLX's version (its dequantize decides the values) and FORMAT. The folder is $RL_VALUES_CACHE, else
+CPU; reading the same float32 weights from a safetensors file takes ~0.2 s, and every command, test
+and rank loads the model anew. `cached(path, build)` returns the weights of the GGUF file `path`:
+from the cache when a file for that content is there, else `build()`'s, which it stores (atomic
+write). It stores exactly what `build()` returned (float32, HF names, Q/K rows already unpermuted),
+so a load through it equals a GGUF load bit for bit. The key is the GGUF's sha256, MLX's version
+(its dequantize decides the values) and FORMAT. The folder is $RL_VALUES_CACHE, else
 $XDG_CACHE_HOME/rl-values/gguf (default ~/.cache); RL_VALUES_CACHE=off turns it off. About 540 MB
-per 135M model. A cache file that cannot be read is reported on stderr and rebuilt; a folder that
-cannot be written is reported and the load goes on without it. It is not a model cache: the
-tokenizer and config still come from the GGUF's metadata, and other checkpoints load as before.
+per 135M model; files of other MLX versions stay until the folder is deleted. A cache file that
+cannot be read is reported on stderr and rebuilt; a folder that cannot be written is reported and
+the load goes on without it. It is not a model cache: the tokenizer and config still come from the
+GGUF's metadata, and other checkpoints load as before.
 """
 
 import hashlib
