@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Low: the model and how it is loaded, plus plain utilities that import no other repo module.
 LOW = {
-    "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights",
+    "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights", "gguf_cache",
     "chat_format", "prompts", "diversity", "stats", "broken_text", "flags", "errors",
     "strict_json", "atomic",
 }  # fmt: skip
