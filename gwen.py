@@ -33,6 +33,10 @@ import sampling
 import strict_json
 from kvcache import KVCache
 
+# Rows that must have ended before the decode drops them (Gwen.drop_finished): each drop copies
+# the KV cache, and one more row costs ~2 ms of a ~130 ms decode step (knowledge/benchmarks.md).
+DROP_AT = 4
+
 
 @dataclass
 class GroupSample:
@@ -73,7 +77,9 @@ class Gwen:
     """A model and its tokenizer as the RL loop uses them. `enable_thinking` is passed to the
     chat template (Qwen3: off by default); `system_prompt` and `examples(prompt)` (few-shot
     (user, assistant) turns for that prompt) open every prompt; `sampler` is "numpy" or "mlx"
-    (sampling.py)."""
+    (sampling.py). `drop_finished`: with the numpy sampler, rows that have ended leave the
+    decode batch (DROP_AT at a time: each drop copies the KV cache), the same draws at ~0.9x the
+    time of a real rollout (knowledge/benchmarks.md)."""
 
     def __init__(
         self,
@@ -91,6 +97,7 @@ class Gwen:
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         )
         self.sampler = sampling.default_kind()
+        self.drop_finished = True
 
     @classmethod
     def load(cls, model_ref, dtype=None, *, base=None, merge=True, **kw) -> "Gwen":
@@ -210,25 +217,32 @@ class Gwen:
         cache, h_last, mid_prompt = self._prefill(
             prompt_tokens, prompt_pad, P + max_new_tokens, trunk_depth
         )
-        mids = []  # the trunk's stream of each fed-back token: the completion inputs
+        mids = []  # (rows, the trunk's stream of their fed-back tokens): the completion inputs
         cache = cache.broadcast_batch(group_size)
         logits = mx.repeat(h_last @ W.T, group_size, axis=0)  # (N, V)
         draw = sampling.make_sampler(self.sampler, seed, temperature, top_p)
+        drop = self.drop_finished and stop_at_eos and self.sampler == "numpy"
         out_tok = np.full((N, max_new_tokens), self.pad_id, dtype=np.int32)
         out_lp = np.zeros((N, max_new_tokens), dtype=np.float32)
         done = np.zeros(N, dtype=bool)
+        rows = np.arange(N)  # the rows still in the batch (the cache's and the logits' rows)
         eos = np.array(self.eos_ids)
         for t in range(max_new_tokens):
-            tok, lp = draw(logits)
-            tok = np.where(done, self.pad_id, tok)
-            out_tok[:, t], out_lp[:, t] = tok, np.where(done, 0.0, lp)
+            tok, lp = draw(logits) if len(rows) == N else draw(logits, rows, N)
+            ended = done[rows]
+            tok = np.where(ended, self.pad_id, tok)
+            out_tok[rows, t], out_lp[rows, t] = tok, np.where(ended, 0.0, lp)
             if stop_at_eos:
-                done |= np.isin(tok, eos)
+                done[rows] |= np.isin(tok, eos)
             if done.all() or t + 1 == max_new_tokens:
                 break
+            keep = np.flatnonzero(~done[rows])
+            if drop and len(rows) - len(keep) >= DROP_AT:  # compacting copies the cache
+                cache = cache.take_rows(keep.tolist())
+                rows, tok = rows[keep], tok[keep]
             mid, h = self._forward(mx.array(tok[:, None]), cache, trunk_depth)
             if mid is not None:
-                mids.append(mid)
+                mids.append((rows, mid))
             logits = h[:, -1, :] @ W.T
         T = t + 1
         tokens = mx.array(out_tok[:, :T])
@@ -237,8 +251,7 @@ class Gwen:
         texts = self.decode_texts(out_tok[:, :T], np.array(mask), finished)
         trunk = None
         if trunk_depth:
-            completion = mx.concatenate(mids, axis=1) if mids else None  # (N, T-1, D)
-            trunk = Trunk(trunk_depth, mid_prompt, completion)
+            trunk = Trunk(trunk_depth, mid_prompt, _all_rows(mids, N) if mids else None)
         return GroupSample(
             prompt_tokens,
             prompt_pad,
@@ -294,6 +307,19 @@ class Gwen:
             sample.group_size,
             sample.temperature if temperature is None else temperature,
         )
+
+
+def _all_rows(mids: list, n: int) -> mx.array:
+    """(n, T-1, D) from each decode step's (rows, (len(rows), 1, D) stream): zeros where a row
+    had left the batch, which only positions after its EOS (masked) would read."""
+    cols = []
+    for rows, mid in mids:
+        if len(rows) < n:
+            full = mx.zeros((n, *mid.shape[1:]), dtype=mid.dtype)
+            full[mx.array(rows)] = mid
+            mid = full
+        cols.append(mid)
+    return mx.concatenate(cols, axis=1)
 
 
 @dataclass(frozen=True)

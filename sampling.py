@@ -29,13 +29,17 @@ def make_sampler(kind: str, seed, temperature: float, top_p: float):
 
     `seed` is an int (one generator for all rows) or a sequence of N ints, one generator per
     row: then row i's draws depend on seeds[i] alone, not on which other rows share the batch
-    (train.py relies on it so that ranks splitting a batch draw what one process would)."""
+    (train.py relies on it so that ranks splitting a batch draw what one process would).
+    The numpy sampler also takes `rows`, the indices into a batch of `total` rows of the
+    logits' rows when the others have left the batch: each row then draws exactly what it would
+    have drawn with all `total` rows present (gwen.py drops finished rows from the decode)."""
     per_row = np.ndim(seed) > 0
     if kind == "numpy":
         rng = RowGenerators(seed) if per_row else np.random.default_rng(seed)
 
-        def draw_numpy(logits):
-            return sample_numpy(np.array(logits.astype(mx.float32)), temperature, top_p, rng)
+        def draw_numpy(logits, rows=None, total=None):
+            src = rng if rows is None else _SomeRows(rng, rows, total)
+            return sample_numpy(np.array(logits.astype(mx.float32)), temperature, top_p, src)
 
         return draw_numpy
     if kind == "mlx":
@@ -63,6 +67,25 @@ class RowGenerators:
         if n != len(self.gens):
             raise ValueError(f"{n} rows to sample but {len(self.gens)} row seeds: pass one per row")
         return np.array([g.random() for g in self.gens])
+
+
+class _SomeRows:
+    """sample_numpy's `random(n)` for the rows `rows` of a batch of `total`: per-row generators
+    draw for those rows only; one shared generator draws `total` uniforms and keeps those rows',
+    so its stream stays the one the whole batch would use."""
+
+    def __init__(self, rng, rows, total: int):
+        self.rng, self.rows, self.total = rng, np.asarray(rows), total
+
+    def random(self, n: int) -> np.ndarray:
+        if n != len(self.rows) or self.total is None or len(self.rows) > self.total:
+            raise ValueError(
+                f"{n} rows to sample as rows {self.rows[:8].tolist()} of {self.total}: pass "
+                "the logits' row indices and the whole batch's size"
+            )
+        if isinstance(self.rng, RowGenerators):
+            return np.array([self.rng.gens[i].random() for i in self.rows])
+        return self.rng.random(self.total)[self.rows]
 
 
 def _per_row_mlx(seeds, temperature: float, top_p: float):

@@ -289,3 +289,49 @@ def test_sampling_keeps_the_trunk_the_update_would_compute(cfg):
         assert mx.abs(a - b).max().item() <= 1e-4, name
     with pytest.raises(ValueError, match="trunk_depth"):
         g.sample_group(["t5"], 1, 2, trunk_depth=cfg["num_hidden_layers"])
+
+
+@pytest.mark.parametrize("seed", [5, list(range(100, 112))], ids=["shared", "per-row"])
+def test_dropping_finished_rows_samples_what_the_whole_batch_does(seed):
+    # With many EOS ids rows end at different steps; the decode that drops them (DROP_AT at a
+    # time) must draw the same tokens, give the same log-probs to rounding, and keep the same
+    # trunk stream wherever the update reads it (positions whose next token is in the mask).
+    model = _lora_top(LLAMA, top=1)
+    depth = LLAMA["num_hidden_layers"] - 1
+    g = Gwen(model, tiny_tokenizer(LLAMA["vocab_size"]))
+    g.sampler = "numpy"
+    g.eos_ids = list(range(0, LLAMA["vocab_size"], 6))  # ~1 token in 6 ends a row
+    out = {}
+    for drop in (False, True):
+        g.drop_finished = drop
+        out[drop] = g.sample_group(
+            ["t5 t6 t7", "t9", "t3 t4"], 4, 24, temperature=1.0, seed=seed, trunk_depth=depth
+        )
+    whole, dropped = out[False], out[True]
+    lengths = np.array(whole.mask).sum(axis=1)
+    assert (lengths < whole.tokens.shape[1]).sum() >= gwen_mod.DROP_AT, lengths  # drops happen
+    assert np.array_equal(np.array(whole.tokens), np.array(dropped.tokens))
+    assert whole.texts == dropped.texts
+    assert np.array_equal(whole.finished, dropped.finished)
+    assert np.array_equal(np.array(whole.mask), np.array(dropped.mask))
+    assert np.abs(np.array(whole.logprobs) - np.array(dropped.logprobs)).max() <= 1e-5
+    read = np.array(whole.mask)[:, 1:] > 0
+    a, b = np.array(whole.trunk.completion), np.array(dropped.trunk.completion)
+    assert np.abs(a - b).max(axis=-1)[read].max() <= 1e-5
+    assert (np.abs(b).max(axis=-1) == 0).any()  # the dropped rows' later positions: zeros
+
+
+def test_sampler_draws_for_some_rows_what_it_draws_for_all():
+    from sampling import make_sampler
+
+    logits = mx.array(np.random.default_rng(0).normal(size=(6, 40)).astype(np.float32))
+    rows = np.array([1, 4, 5])
+    for seed in (3, [10, 11, 12, 13, 14, 15]):
+        whole = make_sampler("numpy", seed, 1.0, 1.0)
+        some = make_sampler("numpy", seed, 1.0, 1.0)
+        for _ in range(3):
+            tok, lp = whole(logits)
+            tok_s, lp_s = some(logits[mx.array(rows)], rows, 6)
+            assert np.array_equal(tok[rows], tok_s) and np.allclose(lp[rows], lp_s)
+    with pytest.raises(ValueError, match="row indices"):
+        make_sampler("numpy", 3, 1.0, 1.0)(logits[:2], np.array([0, 1]), None)
