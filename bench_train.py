@@ -45,6 +45,7 @@ OPTIMIZATIONS = {
     "share_prefix": ("share_prefix", True, False),  # the reward model reads a prompt once
     "rollout_trunk": ("rollout_trunk", True, False),  # the update reuses sampling's trunk
     "head_valid_only": ("head_valid_only", True, False),  # no LM head on padding after EOS
+    "drop_finished": ("drop_finished", True, False),  # ended answers leave the decode batch
 }
 PARTS = ("rollout_s", "reward_s", "reference_s", "update_s")
 DEFAULTS = dict(model="smollm2-135m", reward="happy", prompts=8, group_size=8, max_tokens=64)

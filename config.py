@@ -81,6 +81,9 @@ class TrainConfig:
     head_valid_only: bool = _f(
         True, "update and reference: run the LM head on completion tokens only, not on padding"
     )
+    drop_finished: bool = _f(
+        True, "sampling (numpy sampler): ended answers leave the decode batch, same draws"
+    )
     num_iterations: int = _f(1, "updates per rollout batch (PPO's mu), ratio vs rollout policy")
     loss_type: str = _f("grpo", "grpo | dr_grpo | dapo")
     clip_eps_low: float = _f(0.2, "ratio floor 1 - eps_low")

@@ -61,6 +61,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     dtype = backend.parse_dtype(cfg.dtype)
     policy = policy or Gwen.load(cfg.model, dtype, enable_thinking=cfg.enable_thinking)
     policy.system_prompt, policy.examples = task.system_prompt, task.examples
+    policy.drop_finished = cfg.drop_finished
     model = policy.model
     if quant.quantized_layers(model):
         raise LoadError(

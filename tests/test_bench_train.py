@@ -48,7 +48,7 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     assert out["timed_steps"] == 1 and out["unoptimized_timed_steps"] == 1
     assert out["optimizations"] == {
         "share_trunk": True, "share_prefix": True, "rollout_trunk": False,
-        "head_valid_only": True,
+        "head_valid_only": True, "drop_finished": True,
     }  # fmt: skip
     for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
         assert out[key] > 0, key
@@ -67,7 +67,7 @@ def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypat
     out = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the run's progress lines
     assert out["optimizations"] == {
         "share_trunk": False, "share_prefix": True, "rollout_trunk": True,
-        "head_valid_only": True,
+        "head_valid_only": True, "drop_finished": True,
     }  # fmt: skip
     assert "step_ratio" not in out
     assert calls == []
