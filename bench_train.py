@@ -3,10 +3,14 @@ update; with `--ab`, the step with every optimization on against all of them off
 
 Runs train.py's loop for --steps steps (the first is a warm-up and is not counted) at exactly
 --max-new-tokens new tokens (EOS ignored, so every step does the same work) and reports medians
-from metrics.jsonl. Without `--config`: B prompts (--prompts-per-step) x G samples, full
-fine-tuning with a frozen reference (KL coefficient 0.04) unless told otherwise. With `--config
-FILE` (a recipe such as recipes/values_smollm2.json): that run's shape, model, reward, LoRA and KL
-settings; flags given here override it.
+from metrics.jsonl. `--eos` lets answers end as in training (real lengths, the recipe's truncation
+rule), where the optimizations that skip what follows an EOS (`head_valid_only`,
+`drop_finished`) show; both arms start from the same weights and seeds, so their rollouts agree
+but for rounding, while each step's work follows the lengths the policy gives. Without
+`--config`: B prompts (--prompts-per-step) x G samples, full fine-tuning with a frozen reference
+(KL coefficient 0.04) unless told otherwise. With `--config FILE` (a recipe such as
+recipes/values_smollm2.json): that run's shape, model, reward, LoRA and KL settings; flags given
+here override it.
 
 `--ab` alternates runs with every optimization in OPTIMIZATIONS on and with all of them off
 (`--rounds` pairs, on first), and prints both medians, their ratio and each arm's step parts.
@@ -60,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompts-per-step", type=int, help=f"prompts per step B (default: {DEFAULTS['prompts']})"
     )
     p.add_argument("--group-size", type=int, help="samples per prompt G (default: 8)")
-    p.add_argument("--max-new-tokens", type=int, help="new tokens per sample, exact (default: 64)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="new tokens per sample, exact; the cap with --eos (default: 64)",
+    )
     p.add_argument("--steps", type=int, default=4, help="steps per run; the first is warm-up")
     p.add_argument("--kl-coef", type=float, help="0 drops the reference model (default: 0.04)")
     p.add_argument("--lora-rank", type=int, help="0 = full fine-tuning (default: 0)")
@@ -72,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         choices=sorted(OPTIMIZATIONS),
         help="switch this optimization off (repeatable)",
+    )
+    p.add_argument(
+        "--eos",
+        action="store_true",
+        help="answers end at EOS as in training (the recipe's truncation rule): real lengths, so "
+        "steps differ in work; both arms start from the same weights and seeds",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     flags.renamed(p, "--prompts", "--prompts-per-step")
@@ -93,14 +107,14 @@ def base_config(a, tmp: str) -> train.TrainConfig:
     given = {k: v for k, v in given.items() if v is not None}
     fixed = dict(
         steps=a.steps,
-        ignore_eos=True,  # every answer runs to max_tokens: fixed work per step
-        truncated="keep",  # so none ends, and no truncation rule applies
         save_every=10**9,
         eval_every=0,
         tensorboard=False,
         out_dir=tmp,
         run_name="bench",
     )
+    if not a.eos:  # every answer runs to max_tokens, so none ends: fixed work per step
+        fixed |= dict(ignore_eos=True, truncated="keep")
     if a.config:
         ns = argparse.Namespace(config=a.config, resume=None, plot=None, **given, **fixed)
         return resolve_config(ns)
@@ -164,6 +178,7 @@ def main(argv=None):
         "prompts": cfg.prompts_per_step,
         "group_size": cfg.group_size,
         "max_tokens": cfg.max_new_tokens,
+        "eos": a.eos,  # False: every answer ran to max_tokens
         "kl_coef": cfg.kl_coef,
         "lora_rank": cfg.lora_rank,
         "lora_layers": cfg.lora_layers,

@@ -86,3 +86,15 @@ def test_timed_rows_read_the_runs_metrics_without_the_warm_up_step(tmp_path, mon
     (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(bench_train.train, "run", lambda cfg: tmp_path)
     assert bench_train.timed_rows(None) == [{"step": 2, "step_s": 1.5}]
+
+
+def test_eos_lets_answers_end_and_says_so(recipe, capsys, monkeypatch):
+    seen, real = [], bench_train.train.run
+    monkeypatch.setattr(bench_train.train, "run", lambda cfg: seen.append(cfg) or real(cfg))
+    assert bench_train.main(["--config", str(recipe), "--steps", "2", "--eos", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert out["eos"] is True
+    assert [(c.ignore_eos, c.truncated) for c in seen] == [(False, "cap")]  # the run's own rule
+    assert bench_train.main(["--config", str(recipe), "--steps", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["eos"] is False
+    assert (seen[-1].ignore_eos, seen[-1].truncated) == (True, "keep")
