@@ -14,7 +14,6 @@ the load goes on without it. It is not a model cache: the tokenizer and config s
 GGUF's metadata, and other checkpoints load as before.
 """
 
-import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -26,10 +25,10 @@ import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 
 import atomic
+from prompts import file_sha256
 
 ENV = "RL_VALUES_CACHE"
 FORMAT = "1"  # bump when what build() returns changes (names, dtype, permutation)
-_CHUNK = 1 << 22
 
 
 def folder() -> Path | None:
@@ -40,14 +39,6 @@ def folder() -> Path | None:
     if value:
         return Path(value)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rl-values" / "gguf"
-
-
-def file_sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _stamp(sha: str) -> dict[str, str]:
