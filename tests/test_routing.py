@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
+from test_train import tiny_config
 
 import checkpoint
 import eval_routing
@@ -351,18 +352,7 @@ def run_config(tmp_path, **kw):
             for i in range(3)
         )
     )
-    base = dict(
-        model="tiny",
-        steps=4,
-        prompts_per_step=2,
-        group_size=3,
-        max_new_tokens=6,
-        lr=1e-2,
-        warmup_steps=1,
-        kl_coef=0.05,
-        save_every=2,
-        out_dir=str(tmp_path),
-        run_name="run",
+    routed = dict(
         lora_rank=2,
         forget_rank=2,
         lora_targets="q_proj,v_proj",
@@ -373,7 +363,7 @@ def run_config(tmp_path, **kw):
         eval_data=str(eval_data),
         eval_limit=3,
     )
-    return train.TrainConfig(**{**base, **kw})
+    return tiny_config(tmp_path, **{**routed, **kw})
 
 
 def metric_rows(run_dir):
