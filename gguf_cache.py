@@ -49,6 +49,11 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
+def _not_float32(weights: dict[str, mx.array]) -> dict[str, str]:
+    """{name: dtype} of the weights that are not float32 (what the cache stores)."""
+    return {k: str(v.dtype) for k, v in weights.items() if v.dtype != mx.float32}
+
+
 def _read(path: Path, stamp: dict) -> dict[str, mx.array] | None:
     """The cached weights, or None (with a warning) when the file is unreadable or not ours."""
     try:
@@ -57,7 +62,7 @@ def _read(path: Path, stamp: dict) -> dict[str, mx.array] | None:
         _warn(f"cached weights {path} cannot be read ({e}); dequantizing the GGUF again")
         return None
     bad = [k for k in stamp if meta.get(k) != stamp[k]]
-    bad += [k for k, v in weights.items() if v.dtype != mx.float32]
+    bad += list(_not_float32(weights))
     if bad:
         _warn(f"cached weights {path} do not match ({bad[:3]}); dequantizing the GGUF again")
         return None
@@ -78,7 +83,7 @@ def cached(gguf_path, build: Callable[[], dict[str, mx.array]]) -> dict[str, mx.
         if weights is not None:
             return weights
     weights = build()
-    wrong = {k: str(v.dtype) for k, v in weights.items() if v.dtype != mx.float32}
+    wrong = _not_float32(weights)
     if wrong:
         raise ValueError(f"the GGUF cache stores float32 weights; build() gave {wrong}")
     mx.eval(list(weights.values()))
