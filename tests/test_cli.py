@@ -189,6 +189,7 @@ def test_malformed_jsonl_line_is_named(name, tmp_path, capsys):
 
 
 FILE = "FILE"  # replaced by an existing one-line file (an --out that is not a folder)
+DATASETS = "DATASETS"  # replaced by a stand-in for ../shared/datasets made in the test
 # the data builders, scripts in data/: name -> (argv with a missing input file or None,
 #                                              argv with a bad flag value)
 BUILDERS = {
@@ -196,7 +197,7 @@ BUILDERS = {
     "make_gold": (["--prompts", MISSING], ["--round", "2", "--append", "--out", FILE]),
     "make_gate_prompts": (
         ["--out", OUT, "--shared", MISSING],
-        ["--out", FILE],
+        ["--out", FILE, "--shared", DATASETS],
     ),
     "make_happy_prompts": (None, ["--out", FILE]),
     "make_rm_data": (None, ["--out", FILE]),
@@ -216,9 +217,22 @@ def test_every_builder_has_cases():
     assert sorted(found) == sorted(BUILDERS)
 
 
+def fake_datasets(folder: Path) -> Path:
+    """The files make_gate_prompts checks for, in the shared folder's layout, with one synthetic
+    row each: a fresh clone has no ../shared, so no test may read it."""
+    (folder / "coconot").mkdir(parents=True)
+    (folder / "falseqa").mkdir()
+    (folder / "coconot" / "coconot_pref.jsonl").write_text('{"id": "c1", "prompt": "Hi?"}\n')
+    (folder / "falseqa" / "train.csv").write_text("question,answer,label\nWhy?,Because.,1\n")
+    return folder
+
+
 def call_builder(name: str, argv: list[str], tmp_path: Path, capsys) -> tuple[int, str, str]:
     (tmp_path / "file.txt").write_text("one line\n")
-    argv = [str(tmp_path / "file.txt") if a == FILE else a for a in fill(argv, tmp_path)]
+    subs = {FILE: str(tmp_path / "file.txt")}
+    if DATASETS in argv:
+        subs[DATASETS] = str(fake_datasets(tmp_path / "datasets"))
+    argv = [subs.get(a, a) for a in fill(argv, tmp_path)]
     builder(name)
     return call(name, argv, capsys)
 
