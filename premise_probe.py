@@ -76,17 +76,23 @@ def bag_of_words(prompts: list[str]) -> np.ndarray:
 
 def ridge_fit(x: np.ndarray, y: np.ndarray, strength: float):
     """Ridge regression of y (+-1) on standardized x with an intercept: returns score(x_new).
-    Solved in whichever of the primal (D x D) or dual (N x N) form is smaller."""
+    Solved in whichever of the primal (D x D) or dual (N x N) form is smaller. A constant column
+    carries nothing and is left out: were it kept, x - mean would be rounding noise (~1e-17) and
+    so would the scores' differences, ranking rows by BLAS order where they tie (all-constant x,
+    such as the last token before any block: every score is exactly y.mean())."""
+    live = x.std(0) >= 1e-8
+    x = x[:, live]
     mean, std = x.mean(0), x.std(0)
-    std[std < 1e-8] = 1.0  # a constant column carries nothing; keep it at zero
     z = (x - mean) / std
     y0 = y.mean()
     n, d = z.shape
-    if d <= n:
+    if d == 0:
+        w = np.zeros(0)
+    elif d <= n:
         w = np.linalg.solve(z.T @ z + strength * np.eye(d), z.T @ (y - y0))
     else:
         w = z.T @ np.linalg.solve(z @ z.T + strength * np.eye(n), y - y0)
-    return lambda x_new: ((x_new - mean) / std) @ w + y0
+    return lambda x_new: ((x_new[:, live] - mean) / std) @ w + y0
 
 
 def pair_margins(x: np.ndarray, fold: np.ndarray, groups: np.ndarray, strengths=STRENGTHS, seed=0):

@@ -37,15 +37,16 @@ def test_fit_category_finds_a_separable_direction():
 
 
 def _prompts(path, n, offset=0):
-    """nonsense "t5 ...", false premises "t8 ...", controls "t6 ..." (their first word tells)."""
+    """nonsense "t5 ...", false premises "t8 ...", controls "t6 ..." (their first word tells),
+    all ending on "t95", as every prompt ends on the chat template's last token."""
     rng = np.random.default_rng(offset)
     rows = []
     for i in range(n):
         w = " ".join(f"t{x}" for x in rng.integers(20, 90, size=3))
         rows += [
-            {"id": f"ns{offset}-{i}", "category": "nonsense", "prompt": f"t5 {w} t{i}"},
-            {"id": f"fp{offset}-{i}", "category": "false_premise", "prompt": f"t8 {w} t{i}"},
-            {"id": f"ct{offset}-{i}", "category": "control", "prompt": f"t6 {w} t{i}"},
+            {"id": f"ns{offset}-{i}", "category": "nonsense", "prompt": f"t5 {w} t{i} t95"},
+            {"id": f"fp{offset}-{i}", "category": "false_premise", "prompt": f"t8 {w} t{i} t95"},
+            {"id": f"ct{offset}-{i}", "category": "control", "prompt": f"t6 {w} t{i} t95"},
         ]
     path.write_text("".join(json.dumps(r | {"source": "test"}) + "\n" for r in rows))
     return str(path)
@@ -63,7 +64,9 @@ def test_cli_finds_what_the_first_word_gives_away(tmp_path, capsys):
         assert bow["n"] == 10 and bow["n_control"] == 10
     m = out["models"][0]
     assert [r["layer"] for r in m["layers"]] == [0, 1, 2, 3] and m["read_layer"]["layer"] == 2
-    assert m["layers"][0]["nonsense"][test]["auroc"] == 0.5  # one last token before any block
+    # exact on purpose: before any block every prompt's state is the same token's embedding, a
+    # constant ridge_fit leaves out, so every score is the same intercept and all pairs tie
+    assert m["layers"][0]["nonsense"][test]["auroc"] == 0.5
     assert cp.main(args) == 0
     assert "nonsense vs control" in capsys.readouterr().out
 

@@ -69,6 +69,22 @@ def test_ridge_equals_the_augmented_least_squares_reference(n, d):
     np.testing.assert_allclose(score, ref, rtol=1e-8, atol=1e-8)
 
 
+def test_ridge_leaves_constant_columns_out_so_constant_rows_tie_exactly():
+    rng = np.random.default_rng(1)
+    x, x_new = rng.normal(size=(30, 5)), rng.normal(size=(4, 5))
+    x[:, 1] = 0.1  # no exact binary value: the column's mean is off from it by rounding
+    assert x[:, 1].mean() != 0.1  # (the case that made the scores' ties rounding noise)
+    y = np.tile([1.0, -1.0], 15)  # y.mean() is exactly 0
+    got = pp.ridge_fit(x, y, 3.0)(x_new)
+    # exact on purpose: left out means the same arithmetic as without the column, bit for bit
+    np.testing.assert_array_equal(
+        got, pp.ridge_fit(np.delete(x, 1, 1), y, 3.0)(np.delete(x_new, 1, 1))
+    )
+    same = np.tile(x[:1], (30, 1))  # every row one state, as before any block on one last token
+    # exact on purpose: no column is live, so every score is the intercept, y.mean() == 0
+    assert (pp.ridge_fit(same, y, 10.0)(same) == 0.0).all()
+
+
 def _paired(n_pairs, signal, rng):
     """(2P, 8) rows: false half then twin; dimension 0 carries `signal` (+ for the false half)."""
     base = rng.normal(size=(n_pairs, 8))
@@ -120,6 +136,8 @@ def test_states_match_the_models_own_forward():
 
 
 def _pairs_file(path, n):
+    """n minimal pairs "t5 <words> t95" / "t6 <words> t95": every prompt ends on one token, as
+    on the chat template's last token, so before any block all states are one constant."""
     rng = np.random.default_rng(0)
     with open(path, "w") as f:
         for i in range(n):
@@ -129,7 +147,7 @@ def _pairs_file(path, n):
                     {
                         "id": f"fp{i}",
                         "category": "false_premise",
-                        "prompt": f"t5 {words}",
+                        "prompt": f"t5 {words} t95",
                         "source": "test",
                     }
                 )
@@ -140,7 +158,7 @@ def _pairs_file(path, n):
                     {
                         "id": f"tw{i}",
                         "category": "control",
-                        "prompt": f"t6 {words}",
+                        "prompt": f"t6 {words} t95",
                         "source": "test",
                         "pair": f"fp{i}",
                     }
@@ -168,7 +186,9 @@ def test_cli_prints_every_layer_and_the_peer(tmp_path, capsys):
     assert out["n_pairs"] == 20 and out["bag_of_words"]["pairwise_accuracy"] == 1.0  # t5 vs t6
     m = out["models"][0]
     assert [r["layer"] for r in m["layers"]] == [0, 1, 2, 3] and m["read_layer"]["layer"] == 2
-    assert m["layers"][0]["pairwise_accuracy"] == 0.5  # the same last token before any block: a tie
+    # exact on purpose: before any block every state is the last token's embedding, a constant
+    # that ridge_fit leaves out, so every margin is exactly 0 and every pair a tie
+    assert m["layers"][0]["pairwise_accuracy"] == 0.5
     assert len(m["pair_margins_at_read_layer"]) == 20
 
 
@@ -234,10 +254,14 @@ def test_cli_stance_scores_the_sentence_after_each_half_and_compares_models(tmp_
     want = forced.text_logprobs(model, tok, [a["prompt"] for a, _ in pairs], "t7 t8")
     want -= forced.text_logprobs(model, tok, [b["prompt"] for _, b in pairs], "t7 t8")
     np.testing.assert_allclose(first["stance_pair_margins"], want, rtol=1e-4, atol=1e-5)
+    # wins are signs of margins: clear of 0 by far more than rounding, no BLAS can flip one
+    assert np.abs(want).min() > 1e-3, np.abs(want).min()
     st = first["stance"]
     assert st["all"]["pairwise_accuracy"] == pytest.approx(np.mean(want > 0))
     assert sum(f["n_pairs"] for f in st["by_fold"]) == 20 and len(st["by_fold"]) == 4
+    np.testing.assert_allclose(second["stance_pair_margins"], want, rtol=1e-4, atol=1e-5)
     (row,) = out["stance_vs_first"]  # the same model twice: no difference anywhere
+    # exact: both models' wins are the same 0/1 signs (margins clear of 0), so each mean is 0
     assert row["all"]["diff"] == 0.0 and all(f["diff"] == 0.0 for f in row["by_fold"])
     rc = pp.main(["--model", str(tmp_path / "m"), "--model", str(tmp_path / "n"), *args[:-1]])
     text = capsys.readouterr().out
