@@ -226,7 +226,7 @@ def test_out_of_range_tokens_are_nan_and_get_no_gradient():
 
     gh, gw = mx.grad(loss, argnums=(0, 1))(h, w)
     assert not np.isnan(np.array(gh)).any() and not np.isnan(np.array(gw)).any()
-    assert float(mx.abs(gh[1:3]).max()) == 0.0
+    assert float(mx.abs(gh[1:3]).max()) == 0.0  # exact: masked out, no gradient reaches them
 
 
 def test_compiled_value_and_grad_matches_eager():
@@ -237,9 +237,11 @@ def test_compiled_value_and_grad_matches_eager():
 
     eager = mx.value_and_grad(loss, argnums=(0, 1))(h, w)
     compiled = mx.compile(mx.value_and_grad(loss, argnums=(0, 1)))(h, w)
-    assert _max_err(eager[0], compiled[0]) == 0.0
+    # the same math, but compile may fuse element-wise ops into kernels that round differently
+    # (on the CPU it has matched bit for bit; Metal and CUDA fuse more): float32 rounding only
+    assert _max_err(eager[0], compiled[0]) <= 1e-5 * _scale(eager[0])
     for a, b in zip(eager[1], compiled[1], strict=True):
-        assert _max_err(a, b) == 0.0
+        assert _max_err(a, b) <= 1e-5 * _scale(a), _max_err(a, b)
 
 
 @pytest.mark.skipif(

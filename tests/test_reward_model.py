@@ -37,6 +37,20 @@ def rm_config(base, **kw):
     return reward_model.RMConfig(**(cfg | kw))
 
 
+def val_margins(rm, path, use_category=True) -> np.ndarray:
+    """Per val record of a pairs file, better's score minus worse's; of a labels file, the logit
+    signed by the label. Validation accuracy is 1.0 where all are > 0; clear of 0, it is 1.0 on
+    any BLAS (the run's rounding moves them far less)."""
+    recs = [r for r in map(json.loads, open(path)) if r["split"] == "val"]
+    prompts = [r["prompt"] for r in recs]
+    cats = [r["category"] if use_category else None for r in recs]
+    if "better" in recs[0]:
+        better = rm.score(prompts, [r["better"] for r in recs], cats)
+        return np.array(better) - np.array(rm.score(prompts, [r["worse"] for r in recs], cats))
+    logits = np.array(rm.score(prompts, [r["answer"] for r in recs], cats))
+    return logits * np.where([r["pushback"] for r in recs], 1.0, -1.0)
+
+
 def test_bt_loss_by_hand():
     # softplus(-(2 - 0)) = log(1 + e^-2) = 0.126928; softplus(0) = log 2 = 0.693147
     got = reward_model.bt_loss(mx.array([2.0, 0.0]), mx.array([0.0, 0.0]))
@@ -135,7 +149,10 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path, float3
     )
     out = train_rm.train(cfg)
     saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
+    # 1.0 is 8 of 8 (a count); the saved weights' val margins, 4.1 and up on OpenBLAS (the
+    # 2026-12 CPU run), are far from 0, so another BLAS's rounding cannot flip a pair
     assert saved["extra"]["metrics"]["val_accuracy"] == 1.0
+    assert val_margins(reward_model.load(out), pairs).min() > 1.0
     assert saved["extra"]["split_counts"] == {"train": 16, "val": 8, "test": 0}
     assert saved["extra"]["data_sha256"] == file_sha256(pairs)
     prompts, better, worse = ["t30 t31"] * 2, ["t30 t5 t5", "t31 t5"], ["t30 t6 t6", "t31 t6"]
@@ -146,6 +163,7 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path, float3
     assert all(x > y for x, y in zip(b_m, w_m, strict=True)), "held-out prompts keep the order"
     assert unmerged.score(prompts, better, cats) == pytest.approx(b_m, abs=1e-4)
     again = reward_model.load(out, merge=False)
+    # exact on purpose: loading is deterministic, the same weights score bit for bit alike
     assert again.score(prompts, better, cats) == unmerged.score(prompts, better, cats)
 
 
@@ -160,8 +178,10 @@ def test_trains_at_half_precision_the_metal_and_cuda_default(base, tmp_path):
     )  # fmt: skip
     out = train_rm.train(cfg)
     metrics = json.loads((out / reward_model.CONFIG_FILE).read_text())["extra"]["metrics"]
-    assert metrics["val_accuracy"] == 1.0, metrics
+    assert metrics["val_accuracy"] == 1.0, metrics  # 8 of 8, as above
     rm = reward_model.load(out, dtype=mx.float16)
+    margins = val_margins(rm, pairs)  # 4.8 and up on OpenBLAS: clear of float16's rounding
+    assert margins.min() > 1.0, margins
     assert rm.backbone.model.embed_tokens.weight.dtype == mx.float16
     scores = rm.score(["t30 t31"] * 2, ["t30 t5 t5", "t30 t6 t6"], ["control"] * 2)
     assert all(math.isfinite(x) for x in scores) and scores[0] > scores[1], scores
@@ -323,6 +343,8 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
     saved = json.loads((out / reward_model.CONFIG_FILE).read_text())
     assert saved["extra"]["objective"] == "bce" and saved["extra"]["metrics"]["val_accuracy"] == 1.0
     clf = reward_model.load(out)
+    margins = val_margins(clf, labels, use_category=False)  # 5.1 and up on OpenBLAS
+    assert margins.min() > 1.0, margins  # so the 1.0 above (8 of 8) holds on any BLAS
     logits = clf.score(["t40 t41"] * 2, ["t50 t5 t51", "t50 t6 t51"], [None, None])
     assert logits[0] > 0 > logits[1], "held-out answers classified by the learned cue"
     bad = tmp_path / "bad.jsonl"

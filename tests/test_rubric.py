@@ -338,8 +338,9 @@ REAL_ANSWERS = [
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the 135M judge fails this: on the false-premise and nonsense examples the echo of "
-    "the prompt scores ~0.005-0.01 above the real answer (knowledge/rubric.md)",
+    reason="the 135M judge fails this: the real answer beats the echo of the prompt by 0.024 "
+    "and 0.023 (curiosity, control) and loses by 0.003 and 0.008 (false premise, nonsense; CPU "
+    "float32, 2026-12-02; knowledge/rubric.md), all short of the 0.05 bar by 0.026 or more",
 )
 def test_embedded_judge_prefers_a_real_answer_to_an_echo_of_the_prompt(smollm):
     cats, prompts, answers = zip(*REAL_ANSWERS, strict=True)
@@ -347,7 +348,10 @@ def test_embedded_judge_prefers_a_real_answer_to_an_echo_of_the_prompt(smollm):
         list(prompts) * 2, list(answers) + list(prompts), list(cats) * 2
     )
     real, echo = [r["reward"] for r in rows[:4]], [r["reward"] for r in rows[4:]]
-    assert all(r > e for r, e in zip(real, echo, strict=True)), (real, echo)
+    # a clear preference, not a sign: gaps of 0.003-0.008 could flip with float16 rounding on
+    # Metal or another BLAS and turn this strict xfail red for no change in the judge
+    gaps = [r - e for r, e in zip(real, echo, strict=True)]
+    assert min(gaps) > 0.05, (gaps, real, echo)
 
 
 def test_content_free_calibration_by_hand(tiny_gwen, monkeypatch):
