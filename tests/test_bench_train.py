@@ -36,6 +36,7 @@ def recipe(tmp_path):
     return path
 
 
+@pytest.mark.slow  # both arms of the benchmark, several steps each (~1 min on 2 cores)
 def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     calls, real = [], reference.sequence_trunk
     monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))

@@ -25,6 +25,7 @@ def greedy_first_token(model, tokenizer, prompt: str) -> int:
     return int(mx.argmax(logits))
 
 
+@pytest.mark.slow
 def test_greedy_first_matches_greedy_decoding(real):
     model, tok = real
     records = eval_subset(load_prompts("data/eval.jsonl"), 8)

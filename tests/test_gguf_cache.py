@@ -14,6 +14,7 @@ def weights_of(model) -> dict[str, np.ndarray]:
     return {k: np.array(v) for k, v in tree_flatten(model.parameters())}
 
 
+@pytest.mark.slow
 def test_embedded_model_loads_the_same_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(gguf_cache.ENV, "off")
     plain = weights_of(load_weights.load("smollm2-135m", mx.float32)[0])

@@ -62,6 +62,7 @@ def records():
 KNOWN_MISSES = {0}
 
 
+@pytest.mark.slow
 def test_shipped_grader_reads_hand_written_answers(grader):
     out = grader.grade(records())
     assert [g["id"] for g in out] == [f"r{i}" for i in range(len(FIXTURES))]
@@ -78,11 +79,13 @@ def test_shipped_grader_reads_hand_written_answers(grader):
 @pytest.mark.xfail(strict=True, reason="known miss of the fourth grader (KNOWN_MISSES): a calm "
                    "correction read as an answer; a grader that finds it turns this red: "
                    "then drop it from KNOWN_MISSES")  # fmt: skip
+@pytest.mark.slow
 def test_known_misses_are_still_missed(grader):
     out = grader.grade(records())
     assert all(out[i]["pushback"] == grade.LABELS[FIXTURES[i][3]] for i in KNOWN_MISSES)
 
 
+@pytest.mark.slow
 def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: grader))
     answers = tmp_path / "a.jsonl"
@@ -108,6 +111,7 @@ def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys,
         0, 2)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_limit_grades_a_round_robin_subset_in_input_order(grader, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: grader))
     answers = tmp_path / "a.jsonl"
@@ -178,6 +182,7 @@ class _FixedClassifier(grade.Grader):
         return self.p
 
 
+@pytest.mark.slow
 def test_a_classifier_decides_pushback_and_p(grader):
     recs = records()[:3]  # a correction, a go-along answer, a nonsense flag
     out = _FixedClassifier(grader, [0.2, 0.8, 0.7]).grade(recs)

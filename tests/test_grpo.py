@@ -456,6 +456,7 @@ def test_filtered_groups_drop_policy_and_kl_terms():
     assert loss.item() == 0.0 and tree_is_finite(m).item()
 
 
+@pytest.mark.slow  # the CPU compiles fused kernels with a C++ compiler: 20-50 s, cold cache
 def test_policy_loss_compiles():
     # mx.compile needs every array as an argument (no captured globals)
     cfg = LossConfig("dapo")

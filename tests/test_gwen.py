@@ -87,6 +87,7 @@ def test_bad_sampling_arguments(tiny):
             tiny.sample_group(PROMPTS, **args)
 
 
+@pytest.mark.slow
 def test_embedded_model_group_invariants(smollm):
     s = smollm.sample_group(["Name a prime number.", "Say hello."], 3, 40, temperature=1.0, seed=0)
     assert len(s.texts) == 6 and s.tokens.shape[0] == 6

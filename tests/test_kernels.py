@@ -229,6 +229,7 @@ def test_out_of_range_tokens_are_nan_and_get_no_gradient():
     assert float(mx.abs(gh[1:3]).max()) == 0.0  # exact: masked out, no gradient reaches them
 
 
+@pytest.mark.slow  # the CPU compiles fused kernels with a C++ compiler: ~1 min, cold cache
 def test_compiled_value_and_grad_matches_eager():
     h, w, tok = _inputs((20,), 300, 16, seed=9)
 

@@ -79,6 +79,7 @@ def test_unsupported_architecture(checkpoint):
         load(str(path))
 
 
+@pytest.mark.slow
 def test_embedded_model_answers_paris(smollm):
     s = smollm.sample_group(["What is the capital of France?"], 1, 24, temperature=0)
     assert "Paris" in s.texts[0], s.texts[0]

@@ -184,6 +184,7 @@ def test_cache_overflow_is_loud():
         m(mx.array([[1, 2, 3, 4, 5]]), cache)
 
 
+@pytest.mark.slow  # compiles float16 kernels with a C++ compiler on the CPU (20-30 s, empty cache)
 def test_cpu_silu_keeps_half_precision_dtypes_under_autodiff():
     """poly_exp computes in float32; float16 inputs must get float16 outputs and cotangents (a
     float32 cotangent made value_and_grad raise 'Type of cotangents does not match')."""

@@ -442,6 +442,7 @@ def test_ensemble_scores_with_each_member_then_combines_and_bounds(monkeypatch):
     assert s.details[2] == {"member0": 6.0, "member1": 2.0, "spread": 2.0}
 
 
+@pytest.mark.slow  # loads a shipped model
 def test_stance_with_a_trained_detector_scales_by_its_probability():
     cfg = {"pay": 2.0, "penalty": 3.0, "detector": "models/pushback-smollm2-135m"}
     scorer = rewards.build_scorer([rewards.Component("stance", 1.0, cfg)], rewards.RewardContext())
@@ -458,6 +459,7 @@ def test_stance_with_a_trained_detector_scales_by_its_probability():
     assert p[0] > 0.5 > p[1], p  # the correction disputes, the go-along answer does not
 
 
+@pytest.mark.slow  # loads a shipped model
 def test_stance_refuses_a_detector_that_is_not_a_classifier(rm_folder):
     with pytest.raises(rewards.RewardError, match="neither 'lexical', 'none' nor a classifier"):
         rewards.check_components(

@@ -570,6 +570,7 @@ def run_config_plain(**kw):
 
 @pytest.mark.parametrize("name,modes", [("happy-routed-smollm2-135m", 3),
                                         ("happy-baseline-smollm2-135m", 1)])  # fmt: skip
+@pytest.mark.slow
 def test_shipped_happy_adapters_load_with_their_runs_settings(name, modes, capsys):
     """The shipped adapters of the routing experiment (knowledge/routing.md) load through
     eval_routing with the settings their run saved; a short sample here, the full row in the

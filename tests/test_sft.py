@@ -54,6 +54,7 @@ def test_encode_and_batch_mask_answer_and_final_eos():
     assert pad.tolist() == [0, 3]
 
 
+@pytest.mark.slow
 def test_embedded_tokenizer_ends_the_answer_with_im_end(smollm):
     tok = smollm.tokenizer
     tokens, n_prompt = forced.encode(tok, "What is the capital of France?", "Paris.")
@@ -63,6 +64,7 @@ def test_embedded_tokenizer_ends_the_answer_with_im_end(smollm):
     assert tok.decode(tokens[:n_prompt]).endswith("<|im_start|>assistant\n")
 
 
+@pytest.mark.slow
 def test_every_shipped_answer_fits_the_default_answer_limit(smollm):
     """The builder caps words (65); sft.py caps tokens (80 with EOS) and refuses the whole run on
     one long answer. Every shipped answer must pass the token cap under the embedded tokenizer."""
@@ -644,6 +646,7 @@ def test_logit_margins_move_only_the_sentence_s_own_token():
     np.testing.assert_allclose(np.array(grad), [[0, 1, 0], [1, 0, 0]])  # never the runner-up
 
 
+@pytest.mark.slow
 def test_the_greedy_term_refuses_gates_that_share_a_first_token(smollm):
     tok = smollm.tokenizer
     shared = [("false_premise", "That premise is false."), ("nonsense", "That makes no sense.")]
@@ -682,6 +685,7 @@ def test_bad_gate_settings_are_refused(tmp_path, base_dir, kw, words):
         _cfg(tmp_path, base_dir, **kw)
 
 
+@pytest.mark.slow
 def test_a_gate_sentence_the_answers_do_not_begin_with_is_refused(smollm):
     tok = smollm.tokenizer
     recs = [{"id": "a", "category": "nonsense", "answer": "There is no such thing."}]

@@ -66,6 +66,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert not (tmp_path / "sw").exists()
 
 
+@pytest.mark.slow  # starts train.py processes: four runs (~1 min on 2 cores)
 def test_sweep_runs_skips_complete_runs_and_resumes_short_ones(tmp_path, capsys):
     save_checkpoint(tiny_model(QWEN3, seed=1), QWEN3, tmp_path / "tiny")
     data = tmp_path / "p.jsonl"
