@@ -80,6 +80,7 @@ def test_round_trip_gives_the_in_memory_logits_and_mlx_lm_reads_it(
     assert config["quantization"] == {"group_size": group_size, "bits": bits}
     loaded, tokenizer = load(str(out))
     assert quant.quantized_layers(loaded) == quant.quantized_layers(q)
+    # exact on purpose: the saved quantized weights are the same bits as those in memory
     assert mx.array_equal(loaded(TOKENS), q(TOKENS)), "the folder holds the quantized model"
     assert tokenizer.encode("t3 t4", add_special_tokens=False) == [3, 4]
     import mlx_lm
@@ -243,6 +244,7 @@ def test_a_quantized_reward_model_is_self_contained_and_scores_like_in_memory(rm
     in_memory.score_head = rm.score_head
     pairs = [json.loads(x) for x in open(rm_dir.parent / "pairs.jsonl")]
     got = quantize.pair_scores(qrm, pairs)
+    # exact on purpose: the same bits loaded back, the same arithmetic
     assert np.array_equal(got, quantize.pair_scores(in_memory, pairs)), "the folder holds it"
     assert np.allclose(quantize.pair_scores(qrm, pairs, chunk=5), got, atol=1e-4)
     assert np.abs(got - quantize.pair_scores(rm, pairs)).max() < 0.05

@@ -402,6 +402,7 @@ def test_routed_run_logs_routes_saves_and_resumes_exactly(tmp_path):
         run_config(tmp_path / "b"), resume=True, run_dir=half, policy=resumed, reward_fn=low_tokens
     )
     w_full, w_res = params(full.model), params(resumed.model)
+    # exact on purpose: bit-for-bit resume is the property (same bits, same arithmetic)
     assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
     assert metric_rows(d_full) == metric_rows(half)
 

@@ -106,6 +106,8 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, baseline):
         reward_fn=low_tokens,
     )
     w_full, w_res = weights(full), weights(resumed)
+    # exact on purpose: a resumed run repeats the same arithmetic on the same bits (weights,
+    # optimizer state, RNG): bit-for-bit resume is the property
     assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
     assert metric_rows(d_full) == metric_rows(half)
     assert any(k.startswith("baseline/") for k in metric_rows(half)[0])
@@ -506,5 +508,7 @@ def test_paired_run_keeps_twins_in_one_step_and_resumes_exactly(tmp_path):
         reward_fn=low_tokens,
     )  # fmt: skip
     w_full, w_res = weights(full), weights(resumed)
+    # exact on purpose: a resumed run repeats the same arithmetic on the same bits (weights,
+    # optimizer state, RNG): bit-for-bit resume is the property
     assert all(np.array_equal(w_full[k], w_res[k]) for k in w_full), "weights differ"
     assert metric_rows(d_full) == metric_rows(half)
