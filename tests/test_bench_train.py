@@ -36,7 +36,7 @@ def recipe(tmp_path):
     return path
 
 
-@pytest.mark.slow  # both arms of the benchmark, several steps each (~1 min on 2 cores)
+@pytest.mark.slow  # both arms of the benchmark: training steps, ~1 min on 2 cores
 def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     calls, real = [], reference.sequence_trunk
     monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))
@@ -60,6 +60,7 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     assert len(calls) == 2  # the optimized arm's two steps shared a trunk; the other arm none
 
 
+@pytest.mark.slow  # the benchmark's training steps: ~1-2 min on a machine's first run
 def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypatch):
     calls, real = [], reference.sequence_trunk
     monkeypatch.setattr(reference, "sequence_trunk", lambda *a: calls.append(a) or real(*a))
@@ -89,6 +90,7 @@ def test_timed_rows_read_the_runs_metrics_without_the_warm_up_step(tmp_path, mon
     assert bench_train.timed_rows(None) == [{"step": 2, "step_s": 1.5}]
 
 
+@pytest.mark.slow  # the benchmark's training steps: ~1-2 min on a machine's first run
 def test_eos_lets_answers_end_and_says_so(recipe, capsys, monkeypatch):
     seen, real = [], bench_train.train.run
     monkeypatch.setattr(bench_train.train, "run", lambda cfg: seen.append(cfg) or real(cfg))
