@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,7 +440,23 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         training = tasks.get(task_name).training
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    merged = {**training, **base, **flags}
+    _kl_off(merged, chosen={**base, **flags})
     try:
-        return TrainConfig(**{**training, **base, **flags})
+        return TrainConfig(**merged)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid config: {e}") from e
+
+
+def _kl_off(merged: dict, chosen: dict) -> None:
+    """An explicit kl_coef 0 turns the KL term off, and with it the reference model: a KL
+    target the user never set (the task's default) goes too, with a note. A kl_target the user
+    did set stays, and TrainConfig refuses the pair as a contradiction."""
+    if chosen.get("kl_coef") != 0 or "kl_target" in chosen or merged.get("kl_target") is None:
+        return
+    print(
+        f"note: --kl-coef 0 turns the KL term off: the task's adaptive KL target "
+        f"({merged['kl_target']:g}) is off too, and no reference model is loaded",
+        file=sys.stderr,
+    )
+    merged["kl_target"] = None
