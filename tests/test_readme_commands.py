@@ -1,6 +1,7 @@
-"""Every `uv run ...` command of README.md runs, as written or with only its sizes turned down.
+"""Every `uv run ...` command of README.md and knowledge/usage.md runs, as written or with only its
+sizes turned down.
 
-The README's fenced bash blocks are parsed (`\\` continuations joined, `# comments` dropped) and
+The two pages' fenced bash blocks are parsed (`\\` continuations joined, `# comments` dropped) and
 each `uv run` command must have an entry in CASES, keyed by its exact text: how the test runs it
 (size flags changed or added, placeholders such as `runs/<name>` filled with runs that earlier
 cases made) and what it must produce (a file, a JSON key, a line). A README command missing from
@@ -133,6 +134,7 @@ CASES = {
         check=metrics_lines("main", 2),
     ),
     "uv run pytest": Case(skip="the suite itself: this test runs inside it"),
+    'uv run pytest -m "not slow"': Case(skip="the fast tier of the suite this test runs inside"),
     'uv run python gwen.py --model smollm2-135m --prompt "What is the capital of France?" '
     "--temperature 0 --max-new-tokens 32": Case(check=out_has("Paris")),
     "uv run python chat.py --model smollm2-135m --model runs/<name>": Case(
@@ -344,14 +346,16 @@ CASES = {
     ),  # fmt: skip
 }
 
-README_CMDS = readme_commands((ROOT / "README.md").read_text())
+# The README and the long usage page it links: every command of either keeps a case.
+DOCS = ("README.md", "knowledge/usage.md")
+README_CMDS = list(dict.fromkeys(readme_commands("\n".join((ROOT / d).read_text() for d in DOCS))))
 
 
 def test_every_readme_command_has_a_case():
     missing = [c for c in README_CMDS if c not in CASES]
     stale = [c for c in CASES if c not in README_CMDS]
     assert not missing, f"README commands without a case in CASES: {missing}"
-    assert not stale, f"CASES keys no longer in README.md: {stale}"
+    assert not stale, f"CASES keys in neither {DOCS}: {stale}"
 
 
 @pytest.fixture(scope="module")
