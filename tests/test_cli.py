@@ -41,8 +41,6 @@ ENTRY_POINTS = {
     "bench_distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
     "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
                     (["--pairs", BAD], "data/rm_pairs.jsonl")),
-    "bench_learning": (["--run-dir", MISSING], ["--steps", "0"],
-                       (["--run-dir", BAD], '{"step": 1, "reward_mean": 0.5}')),
     "bench_logprobs": (None, ["--trials", "2"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
     "bench_train": (["--config", MISSING], ["--steps", "1"], None),
@@ -101,7 +99,7 @@ ENTRY_POINTS = {
     "train_rm": (["--pairs", MISSING], ["--steps", "0"],
                  (["--pairs", BAD], "data/rm_pairs.jsonl")),
 }  # fmt: skip
-RUN_FOLDER = {"bench_learning", "runs"}  # BAD is a run folder holding the bad metrics.jsonl
+RUN_FOLDER = {"runs"}  # BAD is a run folder holding the bad metrics.jsonl
 
 
 def entry_points() -> list[str]:
@@ -463,7 +461,6 @@ MODEL = "MODEL"  # replaced by the broken checkpoint folder
 # entry point -> argv taking a model folder (evaluate: above); each loads it before other work
 MODEL_ENTRY_POINTS = {
     "bench_judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
-    "bench_learning": ["--model", MODEL, "--steps", "1"],
     "bench_rollout": ["--model", MODEL, "--trials", "1", "--skip-mlx-lm"],
     "bench_train": ["--model", MODEL, "--steps", "2"],
     "chat": ["--model", MODEL, "--port", PORT],
