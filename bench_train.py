@@ -41,7 +41,7 @@ import flags
 import strict_json
 import train
 from config import resolve_config
-from runlog import MetricsLog
+from run_folder import read_metrics
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {
@@ -142,7 +142,7 @@ def timed_rows(cfg) -> list[dict]:
     run_dir = train.run(cfg)
     if not distributed.is_main():
         return []
-    return MetricsLog.read(Path(run_dir) / "metrics.jsonl")[1:]
+    return read_metrics(Path(run_dir) / "metrics.jsonl")[1:]
 
 
 def medians(rows: list[dict]) -> dict:

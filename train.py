@@ -37,6 +37,7 @@ import quant
 import reward_refresh
 import rewards
 import routing
+import run_folder
 import runlog
 import strict_json
 import tasks
@@ -381,7 +382,7 @@ def run_summary(run_dir: Path) -> dict:
     """What `--json` prints when a run stops: its folder, newest checkpoint and last step's
     metrics (the whole curve is RUN_DIR/metrics.jsonl)."""
     metrics = run_dir / "metrics.jsonl"
-    rows = runlog.MetricsLog.read(metrics) if metrics.exists() else []
+    rows = run_folder.read_metrics(metrics)
     latest = checkpoint.latest(run_dir) if (run_dir / "latest").exists() else None
     last = rows[-1] if rows else None
     return {"run_dir": str(run_dir), "checkpoint": str(latest) if latest else None,
