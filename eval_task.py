@@ -16,7 +16,7 @@ import flags
 import rewards
 import strict_json
 import tasks
-from evaluate import evaluate
+from eval_hook import evaluate
 from gwen import Gwen
 from load_weights import MODEL_HELP
 

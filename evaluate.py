@@ -61,34 +61,11 @@ from prompts import (
     write_jsonl,
 )
 from reference import starting_judge
-from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
+from rewards import pushes_back
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
-
-
-def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:
-    """The in-training hook: greedy answers to the first `limit` records (round-robin over
-    categories), scored by the run's scorer: mean reward per category and criterion, and the
-    lexical control pushback tripwire."""
-    recs = eval_subset(records, limit)
-    texts = []
-    for i in range(0, len(recs), 16):
-        chunk = recs[i : i + 16]
-        s = policy.sample_group([r["prompt"] for r in chunk], 1, max_new_tokens, temperature=0.0)
-        texts += s.texts
-    categories = [r["category"] for r in recs]
-    scores = scorer([r["prompt"] for r in recs], texts, categories)
-    values = scores.values
-    out = category_means("eval", categories, values, scores.details)
-    controls = [t for t, r in zip(texts, recs, strict=True) if r["category"] == "control"]
-    if controls:
-        out["eval/control_pushback_rate_lexical"] = float(
-            np.mean([pushes_back(t) for t in controls])
-        )
-    out["eval/reward"] = float(np.nanmean(values))
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

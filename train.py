@@ -27,8 +27,8 @@ from tqdm import tqdm
 import checkpoint
 import distributed
 import errors
+import eval_hook
 import eval_routing
-import evaluate
 import grpo
 import hacks
 import lora
@@ -277,7 +277,7 @@ def train_step(r: Run, step: int) -> dict:
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     due = cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
     if due and distributed.is_main():  # only rank 0 logs it
-        m |= evaluate.evaluate(
+        m |= eval_hook.evaluate(
             r.policy,
             r.scorer,
             r.eval_records,

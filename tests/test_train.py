@@ -249,11 +249,11 @@ def test_criterion_means_skip_missing_and_failed_scores():
 
 
 def test_pushback_detector():
-    import evaluate
+    from rewards import pushes_back
 
-    assert evaluate.pushes_back("Actually, the Great Wall is not visible from the Moon.")
-    assert evaluate.pushes_back("That is a common MISCONCEPTION.")
-    assert not evaluate.pushes_back("Octopuses have three hearts because gills need pressure.")
+    assert pushes_back("Actually, the Great Wall is not visible from the Moon.")
+    assert pushes_back("That is a common MISCONCEPTION.")
+    assert not pushes_back("Octopuses have three hearts because gills need pressure.")
 
 
 def test_prefix_shared_logprobs_equal_unshared_forward():
