@@ -42,7 +42,7 @@ def summarize(run_dir: Path, window: int = 5) -> dict:
 
 @errors.cli
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="policy checkpoint")
     p.add_argument("--reward", default="happy", help="happy | rubric")
     p.add_argument("--steps", type=int, default=60, help="training steps")

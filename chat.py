@@ -307,7 +307,9 @@ def build_page(models, scorers, worker: ModelThread, judge_name: str, start: Sam
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="A local chat page to try one or two models.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="A local chat page to try one or two models."
+    )
     p.add_argument(
         "--model",
         action="append",

@@ -383,7 +383,9 @@ class TrainConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="GRPO on a rubric reward (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="GRPO on a rubric reward (rl-values)."
+    )
     p.add_argument(
         "--config",
         help="a saved config JSON (e.g. RUN_DIR/config.json); flags given here override it",

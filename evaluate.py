@@ -516,7 +516,9 @@ def table(result: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Evaluate models side by side on prompt sets.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Evaluate models side by side on prompt sets."
+    )
     p.add_argument(
         "--model",
         action="append",
