@@ -364,7 +364,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             answers = generate(gwen, records, cfg, Path(ref).name)
             cache.put(akey, answers)
         extra = {}
-        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer)
+        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer, policy=base_ref)
         for spec in cfg.rewards:
             skey = Cache.key(
                 "scores",
