@@ -145,7 +145,7 @@ QWEN3_HF = dict(
     num_key_value_heads=2,
     head_dim=16,
     rms_norm_eps=1e-6,
-    vocab_size=512,
+    vocab_size=4096,
     max_position_embeddings=4096,
     rope_theta=1000000.0,
     tie_word_embeddings=True,
@@ -155,18 +155,21 @@ QWEN3_HF = dict(
 )
 
 
-def qwen_tokenizer(vocab_size: int = 480):
-    """A Qwen-style tokenizer: byte-level BPE trained here on the repository's prompts (the same
-    merges every time), Qwen2's split regex, ChatML specials, <think> tokens and a Qwen3 chat
+def qwen_tokenizer(vocab_size: int = 4000):
+    """A Qwen-style tokenizer: byte-level BPE trained here on the repository's prompts and SFT
+    answers (the same merges every time; about as many tokens per answer as SmolLM2's), Qwen2's split regex, ChatML specials, <think> tokens and a Qwen3 chat
     template; eos <|im_end|>, pad <|endoftext|>, no BOS."""
     from pathlib import Path
 
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    root = Path(__file__).resolve().parent.parent
-    rows = [json.loads(x) for x in (root / "data" / "prompts.jsonl").read_text().splitlines()]
-    text = [r["prompt"] for r in rows]
+    data = Path(__file__).resolve().parent.parent / "data"
+    text = []
+    for name in ("prompts.jsonl", "sft/written.jsonl"):
+        for line in (data / name).read_text().splitlines():
+            row = json.loads(line)
+            text += [row["prompt"], row.get("answer", "")]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
