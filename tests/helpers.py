@@ -132,9 +132,10 @@ QWEN3_TEMPLATE = (
     "{%- endif -%}"
 )
 # A tiny Qwen3-0.6B: the same layout (tied embeddings, q/k norms, head_dim apart from
-# hidden/heads), small sizes; 14 blocks, so the commands' defaults that adapt the top 12 blocks
-# (the values task's lora_layers) hold as they do on the real model's 28. The model's vocabulary is wider than the tokenizer's, as
-# Qwen3's is (151936 rows for 151669 tokens): ids past the tokenizer exist and can be sampled.
+# hidden/heads), small sizes; 14 blocks, so the defaults that adapt the top 12 blocks (the values
+# task's lora_layers) hold as on the real model's 28. The model's vocabulary is wider than the
+# tokenizer's, as Qwen3's is (151936 rows for 151669 tokens): ids past the tokenizer exist and
+# can be sampled.
 QWEN3_HF = dict(
     architectures=["Qwen3ForCausalLM"],
     model_type="qwen3",
@@ -157,8 +158,9 @@ QWEN3_HF = dict(
 
 def qwen_tokenizer(vocab_size: int = 4000):
     """A Qwen-style tokenizer: byte-level BPE trained here on the repository's prompts and SFT
-    answers (the same merges every time; about as many tokens per answer as SmolLM2's), Qwen2's split regex, ChatML specials, <think> tokens and a Qwen3 chat
-    template; eos <|im_end|>, pad <|endoftext|>, no BOS."""
+    answers (the same merges every time; ~1.2x SmolLM2's tokens per answer), Qwen2's split
+    regex, ChatML specials, <think> tokens and a Qwen3 chat template; eos <|im_end|>, pad
+    <|endoftext|>, no BOS."""
     from pathlib import Path
 
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers

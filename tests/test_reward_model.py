@@ -280,15 +280,18 @@ def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path, capsys):
         run_dir = train.run(run_cfg, policy=policy)
         row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
         assert math.isfinite(row["reward_mean"]) and math.isfinite(row["loss"])
-    other = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"], eos_id=2))
-    run_dir = train.run(train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x"), other)
+    other = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
+    cfg = train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x")
+    run_dir = train.run(cfg, policy=other)
     row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(row["reward_mean"])
     notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: ")]
     assert len(notes) == 1 and "train_rm.py --model tiny" in notes[0], notes
 
 
-def test_a_reward_model_reads_another_tokenizers_policy_as_text(base, qwen3_dir, tmp_path, capsys):
+def test_a_reward_model_reads_another_tokenizers_policy_as_text(
+    base, qwen3_dir, tmp_path, capsys, monkeypatch
+):
     """A reward model on a word-level base scoring a Qwen3 policy: the scorer the loop builds
     (the policy's tokenizer in its context) gives the reward model's scores of the policy's
     decoded text, which are its scores of the same text given directly, which are a forward
@@ -297,8 +300,12 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(base, qwen3_dir,
     import rewards
     from gwen import Gwen
 
-    rm_dir = reward_model.save(reward_model.build(rm_config(base)), tmp_path / "rm")
+    rm = reward_model.build(rm_config(base, lora_rank=0, head_only=True))
+    mx.random.seed(0)
+    rm.score_head.weight = mx.random.normal(rm.score_head.weight.shape)
+    rm_dir = reward_model.save(rm, tmp_path / "rm")
     policy = Gwen.load(str(qwen3_dir))
+    monkeypatch.setattr(rewards, "_noted", set())
     written = ["t21 t5 t5", "t22 t6 t6", "t30 t31", "Why is the sky blue? It's 42."]
     qwen = policy.tokenizer
     # the policy's path: its token ids, decoded (gwen.decode_texts); byte-level BPE gives back
