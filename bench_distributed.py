@@ -92,7 +92,7 @@ def allsum_worker(model: str, trials: int) -> None:
 
 @errors.cli
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="policy checkpoint")
     p.add_argument("--reward", default="happy", help="happy | rubric")
     p.add_argument("--ranks", type=int, default=2, help="local ranks to compare with 1 process")

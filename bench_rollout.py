@@ -157,7 +157,7 @@ def profile(gwen, prompts, a):
 
 @errors.cli
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--prompts-per-step", type=int, default=8, help="distinct prompts B")
     p.add_argument("--group-size", type=int, default=8, help="samples per prompt G")

@@ -56,7 +56,7 @@ DEFAULTS = dict(model="smollm2-135m", reward="happy", prompts=8, group_size=8, m
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--config", help="a recipe / run config JSON to take the step's shape from")
     p.add_argument("--model", help=f"policy checkpoint (default: {DEFAULTS['model']})")
     p.add_argument("--reward", help=f"reward spec (default: {DEFAULTS['reward']})")

@@ -340,8 +340,8 @@ class TrainConfig:
         """Block indices that get adapters (None: all)."""
         if not self.lora_layers:
             return None
-        if self.lora_layers > n_layers:
-            raise ValueError(
+        if self.lora_layers > n_layers:  # known once the model is loaded: a user error still
+            raise ConfigError(
                 f"lora_layers={self.lora_layers} > the model's {n_layers} blocks: pass "
                 f"--lora-layers N with N <= {n_layers} (0 = every block)"
             )
@@ -384,7 +384,9 @@ class TrainConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="GRPO on a rubric reward (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="GRPO on a rubric reward (rl-values)."
+    )
     p.add_argument(
         "--config",
         help="a saved config JSON (e.g. RUN_DIR/config.json); flags given here override it",

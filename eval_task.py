@@ -24,7 +24,9 @@ from load_weights import MODEL_HELP
 @errors.cli
 def main(argv=None) -> int:
     """CLI: evaluate --model on --task's eval file (or --prompts); bad input is one error line."""
-    p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Greedy held-out evaluation on a ground-truth task."
+    )
     p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--task", default="chess", help=f"one of {sorted(tasks.TASKS)}")
     p.add_argument("--prompts", dest="data", help="eval records (default: the task's eval file)")

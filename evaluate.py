@@ -341,7 +341,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             answers = generate(gwen, records, cfg, Path(ref).name)
             cache.put(akey, answers)
         extra = {}
-        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer)
+        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer, policy=base_ref)
         for spec in cfg.rewards:
             skey = Cache.key(
                 "scores",
@@ -493,7 +493,9 @@ def table(result: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Evaluate models side by side on prompt sets.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Evaluate models side by side on prompt sets."
+    )
     p.add_argument(
         "--model",
         action="append",

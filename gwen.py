@@ -476,7 +476,9 @@ def check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Sample from a model with Gwen's group sampler."
+    )
     p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
     p.add_argument("--group-size", type=int, default=1, help="samples per prompt")

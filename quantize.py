@@ -291,8 +291,9 @@ def default_out(source: str, bits: int, group_size: int) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Quantize a policy or a reward model (MLX affine, 8 or 4 bits) into a "
-        "loadable folder and measure what was lost (rl-values)."
+        "loadable folder and measure what was lost (rl-values).",
     )
     p.add_argument("--model", help=f"policy to quantize: {MODEL_HELP}")
     p.add_argument("--reward-model", help="reward-model folder (train_rm.py) to quantize")

@@ -485,11 +485,13 @@ def _count(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="runs.py", description="List, compare and prune rl-values runs.")
+    p = _Parser(
+        prog="runs.py", allow_abbrev=False, description="List, compare and prune rl-values runs."
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, func, help_text):
-        c = sub.add_parser(name, help=help_text, description=help_text)
+        c = sub.add_parser(name, allow_abbrev=False, help=help_text, description=help_text)
         c.add_argument("--runs-dir", default="runs", help="parent folder of runs (default: runs)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
         c.set_defaults(func=func)

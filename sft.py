@@ -557,7 +557,9 @@ def fit(run: SFTRun) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Supervised LoRA warm start of the policy (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Supervised LoRA warm start of the policy (rl-values)."
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     flags.add_flags(p, SFTConfig)
     return p

@@ -389,6 +389,7 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
 @errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description=__doc__.splitlines()[0],
         epilog="Other flags (e.g. --reward happy) are passed to every train.py run.",
     )

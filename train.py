@@ -90,6 +90,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         records + eval_records,
         cfg.share_prefix,
         refresh=bool(cfg.reward_refresh),
+        policy=cfg.model,
     )
     if reward_fn is not None and cfg.reward_refresh:
         raise ConfigError(

@@ -432,7 +432,9 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Train a Bradley-Terry reward model (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Train a Bradley-Terry reward model (rl-values)."
+    )
     p.add_argument("--resume", action="store_true", help="continue OUT.run/state if present")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     flags.add_flags(p, RMTrainConfig)

@@ -518,3 +518,30 @@ def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
 def test_train_grader_with_reads_needs_write_labels(capsys):
     code, _, err = call("train_grader", ["--with-reads", "data/reads/ctl_disputes_grpo5"], capsys)
     assert "--write-labels" in assert_one_error_line(code, err)
+
+
+def test_no_parser_reads_a_flag_by_its_prefix(monkeypatch, capsys):
+    """argparse's prefix matching read chat.py's `--reward rubric` as `--reward-model rubric`:
+    every parser a command or data builder builds (subcommands' too) has allow_abbrev=False."""
+    import argparse
+
+    built = []
+    init = argparse.ArgumentParser.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
+    seen = {}
+    for name in [*sorted(ENTRY_POINTS), *(builder(n).__name__ for n in sorted(BUILDERS))]:
+        del built[:]
+        code, _, _ = call(name, ["--help"], capsys)
+        assert code == 0 and built, (name, code)
+        seen[name] = [p.prog for p in built if p.allow_abbrev]
+    assert not {name: progs for name, progs in seen.items() if progs}
+
+
+def test_a_flag_prefix_is_an_error_not_another_flag(tmp_path, capsys):
+    code, _, err = call("chat", ["--model", "smollm2-135m", "--reward-m", "none"], capsys)
+    assert code == 2 and "unrecognized arguments: --reward-m" in err, err
