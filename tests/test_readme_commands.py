@@ -422,6 +422,40 @@ QWEN3_CASES = {
         add="--limit 2 --max-new-tokens 6", check=last_json("eval/reward")
     ),
 }  # fmt: skip
+
+# The README's "Qwen3-0.6B on a Mac" lines: the hub id becomes the tiny Qwen3 fixture.
+HUB_QWEN = {"Qwen/Qwen3-0.6B": QWEN}
+MAC_RM = (
+    "uv run python train_rm.py --model Qwen/Qwen3-0.6B --pairs data/rm_pairs.jsonl "
+    "--broken-negatives 1 --train-layers 8 --steps 400 --out models/rm-qwen3-0.6b"
+)
+MAC_RUN = "uv run python train.py --config recipes/qwen3_0.6b_values.json"
+CASES |= {
+    MAC_RM: Case(
+        sub={**HUB_QWEN, "--steps 400": "--steps 1"},
+        add="--val-limit 4 --no-tensorboard --max-prompt-tokens 32 --max-response-tokens 32",
+        check=run_file("models/rm-qwen3-0.6b/rm_config.json"),
+    ),
+    "uv run python evaluate.py --model Qwen/Qwen3-0.6B --prompts data/eval.jsonl "
+    "--report reports/qwen3-base": Case(
+        sub=HUB_QWEN, add="--limit 2 --max-new-tokens 6",
+        check=run_file("reports/qwen3-base/report.md"),
+    ),
+    MAC_RUN: Case(
+        add=f"--model {QWEN} --steps 1 --prompts-per-step 2 --group-size 2 --max-new-tokens 6 "
+        "--eval-every 0 --run-name qwen3_values",
+        needs=(MAC_RM,),
+        check=both(metrics_lines("qwen3_values", 1), noted(False)),
+    ),
+    "uv run python evaluate.py --model Qwen/Qwen3-0.6B --model runs/qwen3_values "
+    "--prompts data/eval.jsonl --report reports/qwen3": Case(
+        sub=HUB_QWEN, add="--limit 2 --max-new-tokens 6", needs=(MAC_RUN,),
+        check=run_file("reports/qwen3/report.md"),
+    ),
+    "uv run python chat.py --model Qwen/Qwen3-0.6B --model runs/qwen3_values": Case(
+        sub=HUB_QWEN, needs=(MAC_RUN,), server=True
+    ),
+}  # fmt: skip
 ALL_CASES = {**CASES, **QWEN3_CASES}
 
 # The README and the long usage page it links: every command of either keeps a case.
