@@ -113,7 +113,7 @@ class SFTConfig:
         "weight of the cross-entropy on prompts outside a gate's category (> 1 lowers the "
         "sentence's probability there, below greedy decoding's threshold: knowledge/sft.md)",
     )
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
 
     def __post_init__(self):
         for name in (

@@ -33,6 +33,7 @@ import grpo
 import hacks
 import lora
 import policy_update
+import precision
 import quant
 import reward_refresh
 import rewards
@@ -119,8 +120,10 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     model.train()
     warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))
     schedule = optim.join_schedules([warmup, lambda _: cfg.lr], [max(cfg.warmup_steps, 1)])
-    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
-    optimizer.init(model.trainable_parameters())
+    # float32 moments, and float32 master weights under half-precision ones (precision.py)
+    optimizer = precision.adamw(
+        model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     return Run(
         cfg=cfg,

@@ -90,7 +90,7 @@ class RMTrainConfig:
     eval_every: int = _f(25, "validation accuracy every N steps (and at the end)")
     val_limit: int | None = _f(None, "validate on the val split's first N records (default: all)")
     seed: int = _f(0, "seed for data order and LoRA init")
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
     tensorboard: bool = _f(True, "TensorBoard events in WORK/tb (tensorboard --logdir runs)")
     broken_negatives: int = _f(
         0, "add N broken variants (cut, shuffled, repeat, filler) of each better answer as worse"
