@@ -126,9 +126,7 @@ def apply_gradients(run: Run, grads, sums: dict, it: int, clip=_clip_global) -> 
         outcome = "applied" if ok else "rolled_back"
     fix = backend.overflow_fix(model.model.norm.weight.dtype)
     failures = precision.Failures(run.cfg.max_failed_updates, fix, run.counters)
-    failures.record(
-        outcome, f"iteration {it} of the step after {run.optimizer.step.item()} updates"
-    )
+    failures.record(outcome, f"iteration {it + 1} of {run.cfg.num_iterations}")
     if outcome != "applied":
         c = run.counters
         what = "loss or gradient" if outcome == "skipped" else "weights after the update"

@@ -518,7 +518,11 @@ def fit(run: SFTRun) -> dict:
         for idx in epoch_batches(lengths, cfg.batch_size, cfg.seed, epoch):
             if step == steps:
                 break
-            m = train_step(run, idx, step)
+            try:
+                m = train_step(run, idx, step)
+            except precision.NonFiniteError:
+                bar.close()  # the error line goes below the bar
+                raise
             step += 1
             recent.append(m["loss"])
             m |= {"lr": run.optimizer.learning_rate.item(), "epoch": epoch}

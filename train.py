@@ -341,7 +341,11 @@ def run(
     last_saved = start
     with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
-            m = train_step(r, step)
+            try:
+                m = train_step(r, step)
+            except precision.NonFiniteError as e:  # the error line goes below the bar
+                bar.close()
+                raise precision.NonFiniteError(f"step {step}: {e}") from e
             bar.update(1)
             bar.set_postfix(
                 reward=f"{m['reward_mean']:.3f}",

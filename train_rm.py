@@ -396,7 +396,11 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     start = time.perf_counter()
     with checkpoint.StopOnSignal() as stop:
         while t.step < cfg.steps:
-            m = t.train_step()
+            try:
+                m = t.train_step()
+            except precision.NonFiniteError:
+                bar.close()  # the error line goes below the bar
+                raise
             stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
             if t.step % cfg.eval_every == 0 or t.step == cfg.steps:
                 m |= t.evaluate()
