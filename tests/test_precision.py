@@ -64,6 +64,9 @@ def test_loader_takes_the_config_dtype_on_gpu_and_float32_on_cpu(tmp_path, monke
     assert {p.dtype for _, p in tree_flatten(gpu.parameters())} == {mx.bfloat16}
     forced, _ = load(str(tmp_path / "q"), mx.float16)  # --dtype still decides
     assert {p.dtype for _, p in tree_flatten(forced.parameters())} == {mx.float16}
+    save_checkpoint(model, {**QWEN3, "torch_dtype": "float16"}, tmp_path / "h")
+    own, _ = load(str(tmp_path / "h"))  # the config's word, not a fixed GPU dtype
+    assert {p.dtype for _, p in tree_flatten(own.parameters())} == {mx.float16}
 
 
 def _half_model(dtype=mx.float16):
