@@ -44,6 +44,7 @@ ENTRY_POINTS = {
     "bench_learning": (["--run-dir", MISSING], ["--steps", "0"],
                        (["--run-dir", BAD], '{"step": 1, "reward_mean": 0.5}')),
     "bench_logprobs": (None, ["--trials", "2"], None),
+    "bench_precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
     "bench_train": (["--config", MISSING], ["--steps", "1"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),

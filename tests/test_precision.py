@@ -3,6 +3,7 @@ state and master weights, updates rolled back when non-finite, runs stopped afte
 and checkpoint writers that refuse non-finite weights (precision.py, knowledge/precision.md)."""
 
 import functools
+import importlib
 import json
 import math
 
@@ -16,6 +17,7 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pa
 from mlx.utils import tree_flatten, tree_map
 
 import checkpoint
+import flags
 import lora
 import precision
 import reward_model
@@ -42,6 +44,17 @@ def test_default_dtype_is_float32_on_cpu_and_the_checkpoints_own_on_gpu(
     name, torch_dtype, override, want
 ):
     assert backend.choose_dtype(name, torch_dtype, override) == want
+
+
+@pytest.mark.parametrize(
+    "name", ["train", "evaluate", "chat", "sft", "train_rm", "quantize", "eval_task", "gwen"]
+)
+def test_every_command_that_loads_a_model_takes_the_same_dtype_flag(name, capsys):
+    with pytest.raises(SystemExit):
+        importlib.import_module(name).main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps help lines
+    assert "--dtype {float32,float16,bfloat16}" in text
+    assert f"{flags.DTYPE_HELP} (default: {flags.DTYPE_DEFAULT})" in text
 
 
 def test_bad_override_and_config_keys():
