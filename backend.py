@@ -101,7 +101,7 @@ def parse_dtype(name: str | None) -> mx.Dtype | None:
     if name is None:
         return None
     if name not in _DTYPES:
-        raise ValueError(f"dtype {name!r} is not one of {sorted(_DTYPES)}")
+        raise ValueError(f"--dtype {name}: use one of {', '.join(_DTYPES)}")
     return _DTYPES[name]
 
 

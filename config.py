@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import backend
+
 import flags
 import grpo
 import hacks
@@ -163,6 +165,8 @@ class TrainConfig:
     tensorboard: bool = _f(True, "TensorBoard events in RUN_DIR/tb (tensorboard --logdir runs)")
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
+
         def need(ok, msg):
             if not ok:
                 raise ValueError(msg)

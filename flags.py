@@ -53,12 +53,10 @@ def add_flags(
         if layered and "None" in kind:
             conv = _optional(conv)
         shown = f.metadata.get("shown") or (default_text(f) if default_text else f.default)
-        choices = f.metadata.get("choices")
-        if choices and layered and "None" in kind:
-            choices = (*choices, None)  # `none`: the lower layer's setting switched off
+        choices = f.metadata.get("choices")  # shown; the config's own checks refuse the rest
+        metavar = "{" + ",".join(choices) + "}" if choices else None
         p.add_argument(
-            flag, type=conv, default=default, choices=choices,
-            metavar="{" + ",".join(f.metadata["choices"]) + "}" if choices else None,
+            flag, type=conv, default=default, metavar=metavar,
             help=f"{f.metadata['help']} (default: {shown})",
         )  # fmt: skip
     return p
@@ -70,9 +68,10 @@ def dtype_option():
 
 
 def add_dtype(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """--dtype for a command without a config dataclass: the same name, choices and help."""
+    """--dtype for a command without a config dataclass: the same name, values and help. The
+    command checks the value (backend.parse_dtype), so a bad one is its one `error:` line."""
     p.add_argument(
-        "--dtype", choices=backend.DTYPE_NAMES, default=None,
+        "--dtype", default=None, metavar="{" + ",".join(backend.DTYPE_NAMES) + "}",
         help=f"{DTYPE_HELP} (default: {DTYPE_DEFAULT})",
     )  # fmt: skip
     return p

@@ -120,6 +120,7 @@ class SFTConfig:
     )
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
         for name in (
             "epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch", "gate_batch",
             "max_failed_updates",

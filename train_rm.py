@@ -108,6 +108,7 @@ class RMTrainConfig:
     extra_repeat: int = _f(1, "train on each --extra-pairs train pair this many times per epoch")
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
         for name in ("steps", "batch_pairs", "eval_every", "max_failed_updates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
