@@ -9,7 +9,7 @@ memory of a step (weights, gradients, optimizer state and activations) and the t
 It is no speed benchmark on CPU (half-precision matmul has no BLAS path there) and no test: the
 figures are recorded in knowledge/precision.md.
 
-  uv run python bench_precision.py --json
+  uv run python bench_precision.py          # ~1M parameters, 40 steps per arm
 """
 
 import argparse
@@ -109,12 +109,21 @@ def run_arm(a, dtype: str, optimizer: str) -> dict:
     }
 
 
+def row_line(r: dict) -> str:
+    loss = " ".join(f"{k}:{v:.3f}" for k, v in r["loss"].items())
+    return (
+        f"{r['dtype']:>8} {r['optimizer']:>7}  non-finite {r['non_finite_tensors']:>3}  "
+        f"rolled back {r['rolled_back']:>3}  peak {r['peak_mb']:>7} MB  "
+        f"{r['step_s']} s/step  loss {loss}"
+    )
+
+
 @errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Mixed precision: loss and memory per dtype.")
-    p.add_argument("--steps", type=int, default=60, help="optimizer steps per arm")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps per arm")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
-    p.add_argument("--hidden", type=int, default=256, help="model width (a multiple of 64)")
+    p.add_argument("--hidden", type=int, default=128, help="model width (a multiple of 64)")
     p.add_argument("--layers", type=int, default=4, help="transformer blocks")
     p.add_argument("--vocab", type=int, default=2048, help="vocabulary size")
     p.add_argument("--seq", type=int, default=64, help="tokens per row")
@@ -126,19 +135,15 @@ def main(argv=None) -> int:
             f"--steps {a.steps}, --hidden {a.hidden}, --layers {a.layers}, --seq {a.seq}, "
             f"--batch {a.batch}: use steps, layers, seq and batch >= 1, hidden a multiple of 64"
         )
-    a.report = (0, 1, 2, 5, 10, 20, 40)
+    a.report = [0, 1, 2, 5, 10, 20, 40]
     backend.announce()
-    rows = [run_arm(a, d, o) for d, o in ARMS]
+    rows = []
+    for dtype, optimizer in ARMS:
+        rows.append(run_arm(a, dtype, optimizer))
+        if not a.json:  # each arm as it ends: a run takes minutes on CPU
+            print(row_line(rows[-1]), flush=True)
     if a.json:
-        print(strict_json.dumps({"settings": vars(a) | {"report": list(a.report)}, "arms": rows}))
-        return 0
-    for r in rows:
-        loss = " ".join(f"{k}:{v:.3f}" for k, v in r["loss"].items())
-        print(
-            f"{r['dtype']:>8} {r['optimizer']:>6}  non-finite {r['non_finite_tensors']:>3}  "
-            f"rolled back {r['rolled_back']:>3}  peak {r['peak_mb']:>7} MB  "
-            f"{r['step_s']} s/step  loss {loss}"
-        )
+        print(strict_json.dumps({"settings": vars(a), "arms": rows}))
     return 0
 
 
