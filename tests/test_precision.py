@@ -23,6 +23,7 @@ import precision
 import reward_model
 import train
 import train_rm
+from gwen import Gwen
 from load_weights import load
 
 
@@ -331,3 +332,31 @@ def test_reward_model_full_fine_tune_in_float16_rolls_back_and_stays_finite(tmp_
     assert mx.float16 in {
         w.dtype for w in weights.values()
     }  # the trained blocks, not only the head
+
+
+def test_a_float16_full_fine_tune_resumes_exactly_with_its_masters(tmp_path):
+    """The float32 masters travel in optimizer.safetensors: 2 steps + resume + 2 steps equals 4
+    steps, weights and masters alike (without them the resumed masters would be the rounded
+    float16 weights)."""
+
+    def policy():
+        return Gwen(_half_model(), tiny_tokenizer(QWEN3["vocab_size"]))
+
+    def config(root, steps):
+        return train.TrainConfig(
+            model="tiny", steps=steps, prompts_per_step=2, group_size=3, max_new_tokens=6,
+            lr=1e-2, warmup_steps=1, kl_coef=0.05, save_every=2, out_dir=str(root),
+            run_name="run", tensorboard=False,
+        )  # fmt: skip
+
+    full = train.run(config(tmp_path / "a", 4), policy=policy(), reward_fn=low_tokens)
+    half = train.run(config(tmp_path / "b", 2), policy=policy(), reward_fn=low_tokens)
+    train.run(
+        config(tmp_path / "b", 4), resume=True, run_dir=half, policy=policy(),
+        reward_fn=low_tokens,
+    )  # fmt: skip
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        a = mx.load(str(checkpoint.latest(full) / name))
+        b = mx.load(str(checkpoint.latest(half) / name))
+        assert a.keys() == b.keys()
+        assert all(np.array_equal(np.array(a[k]), np.array(b[k])) for k in a), name
