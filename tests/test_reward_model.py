@@ -150,7 +150,7 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path, float3
     assert again.score(prompts, better, cats) == unmerged.score(prompts, better, cats)
 
 
-def test_trains_at_half_precision_the_metal_and_cuda_default(base, tmp_path):
+def test_trains_at_float16(base, tmp_path):
     # float16 backbone (LoRA and head stay float32): a learning rate a real run would use trains
     # to the same accuracy with finite losses; 3e-2 (above) overflowed float16 at step 12 on CPU
     pairs = write_pairs(tmp_path / "pairs.jsonl")
