@@ -62,7 +62,7 @@ def json_run(cmd: list[str]) -> dict:
 def allsum_worker(model: str, trials: int) -> None:
     """Under mlx.launch: time sum_gradients on a tree shaped like the model's parameters, and
     the AdamW update every rank repeats (the parts of a step that do not shrink with N)."""
-    net, _ = load(model, backend.default_dtype())
+    net, _ = load(model)  # the model's own dtype on this backend (backend.default_dtype)
     grads = tree_map(lambda p: mx.ones_like(p) * 1e-3, net.trainable_parameters())
     mx.eval(grads)
     n_bytes = sum(v.nbytes for _, v in tree_flatten(grads))

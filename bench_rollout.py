@@ -165,7 +165,7 @@ def main(argv=None):
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass")
     p.add_argument("--trials", type=int, default=3, help="timed runs per side (median)")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     p.add_argument("--skip-mlx-lm", action="store_true", help="time ours only")
     p.add_argument("--profile", action="store_true", help="also time the decode-step pieces")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=7860, help="port to serve on")
     p.add_argument("--max-new-tokens", type=int, default=256, help="initial max new tokens")
     p.add_argument("--temperature", type=float, default=0.7, help="initial temperature")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
     return p
 

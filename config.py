@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import backend
+
 import flags
 import grpo
 import hacks
@@ -71,6 +73,9 @@ class TrainConfig:
     warmup_steps: int = _f(3, "linear warm-up steps")
     weight_decay: float = _f(0.0, "AdamW weight decay")
     max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
+    max_failed_updates: int = _f(
+        3, "stop the run after this many non-finite updates in a row (each skipped or rolled back)"
+    )
     grad_accum: int = _f(1, "micro-batches per step (splits the B groups)")
     rollout_trunk: bool = _f(
         True, "with --share-trunk: keep the frozen blocks' output from sampling for the update"
@@ -155,12 +160,14 @@ class TrainConfig:
     eval_limit: int = _f(32, "eval prompts per evaluation")
     save_every: int = _f(10, "checkpoint every N steps (and at the end, and on Ctrl-C)")
     seed: int = _f(0, "seed for data order, sampling and LoRA init")
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
     out_dir: str = _f("runs", "parent folder of run directories")
     run_name: str | None = _f(None, "run directory name (default: built from hyperparameters)")
     tensorboard: bool = _f(True, "TensorBoard events in RUN_DIR/tb (tensorboard --logdir runs)")
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
+
         def need(ok, msg):
             if not ok:
                 raise ValueError(msg)
@@ -171,6 +178,10 @@ class TrainConfig:
             "per prompt for a group baseline; use --group-size 4",
         )
         need(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: use >= 1")
+        need(
+            self.max_failed_updates >= 1,
+            f"max_failed_updates={self.max_failed_updates}: use >= 1 (e.g. 3)",
+        )
         need(
             0 <= 2 * self.pairs_per_step <= self.prompts_per_step,
             f"pairs_per_step={self.pairs_per_step}: use 0 to prompts_per_step / 2 "

@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, default=100, help="records to answer")
     p.add_argument("--max-new-tokens", type=int, default=80, help="generation cap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.add_dtype(p)
     flags.renamed(p, "--data", "--prompts")  # one flag vocabulary: --prompts names an eval file
     args = p.parse_args(argv)
     with errors.as_user_error(ValueError):  # the task, reward spec, data and model
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
                 f"--reward {spec!r} needs a judge model: use evaluate.py for the values task"
             )
         records = task.load(args.data or task.eval_data)
-        policy = Gwen.load(args.model, backend.parse_dtype(None))
+        policy = Gwen.load(args.model, backend.parse_dtype(args.dtype))
         policy.system_prompt, policy.examples = task.system_prompt, task.examples
         scorer = rewards.build_scorer(components, rewards.RewardContext(records=records))
     out = evaluate(policy, scorer, records, limit=args.limit, max_new_tokens=args.max_new_tokens)

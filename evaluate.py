@@ -29,6 +29,7 @@ from tqdm import tqdm
 import diversity
 import errors
 import eval_report
+import flags
 import kernels
 import rewards
 import stats
@@ -91,6 +92,7 @@ class EvalConfig:
     kl: bool = True
     cache_dir: str = "runs/eval_cache"
     batch_size: int = 16
+    dtype: str | None = None  # --dtype (None: each model's own, backend.default_dtype)
 
     def __post_init__(self):
         if not self.models or not self.prompts:
@@ -105,6 +107,7 @@ class EvalConfig:
             raise ValueError(f"--limit {self.limit}: must be >= 1")
         for spec in self.rewards:
             rewards.parse_spec(spec)
+        backend.parse_dtype(self.dtype)
 
 
 def load_prompt_files(paths: list[str]) -> list[dict]:
@@ -315,13 +318,17 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     }
     prompt_key = [(r["id"], r["prompt"]) for r in records]
     base_ref = cfg.models[0]
-    base = Gwen.load(sources[base_ref])
+    dtype = backend.parse_dtype(cfg.dtype)
+    base = Gwen.load(sources[base_ref], dtype)
+    weights_dtype = str(base.model.model.norm.weight.dtype).removeprefix("mlx.core.")
+    if weights_dtype != "float32":  # half-precision answers are not float32's: cached apart
+        settings["dtype"] = weights_dtype
     # the judge: --judge-model, else the base model's starting weights (reference.py)
     start = sources[base_ref].start
     judge = cfg.judge_model or start or base_ref
     judge_cache = []
 
-    def load_judge(ref, dtype=None):
+    def load_judge(ref, _dtype=None):
         return base if ref == base_ref else Gwen.load(ref, dtype)
 
     def judge_factory():
@@ -334,7 +341,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     results, agree = {}, {}
     for ref in cfg.models:
         fp = model_fingerprint(ref)
-        gwen = base if ref == base_ref else Gwen.load(sources[ref])
+        gwen = base if ref == base_ref else Gwen.load(sources[ref], dtype)
         akey = Cache.key("answers", fp, prompt_key, settings)
         answers = cache.get(akey)
         if answers is None:
@@ -560,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
         "read_set.py",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
+    return flags.add_dtype(p)
 
 
 def write_answers(result: dict, path: str) -> Path:
@@ -603,6 +610,7 @@ def main(argv=None) -> int:
             pushback_labels=a.pushback_labels,
             kl=not a.no_kl,
             cache_dir=None if a.cache_dir == "none" else a.cache_dir,
+            dtype=a.dtype,
         )
     backend.announce()
     result = evaluate_models(cfg)

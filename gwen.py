@@ -486,7 +486,7 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     p.add_argument("--enable-thinking", action="store_true", help="let a Qwen3 model think first")
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
     p.add_argument("--json", action="store_true", help="print one JSON object (texts and speed)")

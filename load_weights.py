@@ -78,14 +78,14 @@ class ModelSource:
 
 
 def load(model: "str | ModelSource", dtype: mx.Dtype | None = None, *, base=None, merge=True):
-    """Return (model, tokenizer) with weights in `dtype` (default: backend.default_dtype()).
+    """Return (model, tokenizer) with weights in `dtype` (None: the model's own on this backend,
+    backend.default_dtype: float32 on CPU, config.json's torch_dtype on Metal/CUDA).
 
     `model`: a reference (`resolve`d here, `base` overriding an adapter checkpoint's base) or a
     ModelSource. An adapter checkpoint loads as its base with the adapters applied (ranks, alpha
     and blocks read from its files): `merge` folds them into plain weights (one matmul per
     Linear), else they stay switchable (lora.adapters_disabled gives back the base; a dual
     checkpoint's lora.scaled picks retain / forget)."""
-    dtype = dtype or backend.default_dtype()
     src = model if isinstance(model, ModelSource) else resolve(model, base)
     if src.kind == "gguf":
         net, tokenizer = _load_gguf(src.path, dtype)
@@ -316,6 +316,7 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     weights = {k: v for k, v in weights.items() if "rotary_emb.inv_freq" not in k}
     if args.tie_word_embeddings:
         weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
+    dtype = dtype or backend.default_dtype(backend.config_dtype(config))
     model = Model(args)
     if "quantization" in config:
         try:
@@ -424,6 +425,7 @@ def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
         raise LoadError(f"cannot read GGUF {path} ({e}): truncated or corrupt; reinstall it") from e
     args = _gguf_args(metadata, tensors)
     weights = gguf_cache.cached(path, lambda: _gguf_weights(tensors, args))
+    dtype = dtype or backend.default_dtype()  # a GGUF names no torch_dtype: the GPU fallback
     weights = {k: w.astype(dtype) for k, w in weights.items()}
     model = Model(args)
     _check_keys(model, weights, path)

@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="input weights per quantization group: 32, 64 or 128 (default: 64)",
     )  # fmt: skip
     p.add_argument("--out", help="output folder (default: beside the source, NAME-q8)")
-    p.add_argument("--dtype", help="float32 | float16 | bfloat16 (default: backend's)")
+    flags.add_dtype(p)
     p.add_argument("--prompts", dest="data", default=EVAL_PROMPTS,
                    help="held-out prompt file (policy KL)")  # fmt: skip
     p.add_argument("--limit", type=int, default=32, help="prompts answered (round-robin)")

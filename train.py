@@ -33,6 +33,7 @@ import grpo
 import hacks
 import lora
 import policy_update
+import precision
 import quant
 import reward_refresh
 import rewards
@@ -121,8 +122,10 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     model.train()
     warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))
     schedule = optim.join_schedules([warmup, lambda _: cfg.lr], [max(cfg.warmup_steps, 1)])
-    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
-    optimizer.init(model.trainable_parameters())
+    # float32 moments, and float32 master weights under half-precision ones (precision.py)
+    optimizer = precision.adamw(
+        model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     return Run(
         cfg=cfg,
@@ -340,7 +343,11 @@ def run(
     last_saved = start
     with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
-            m = train_step(r, step)
+            try:
+                m = train_step(r, step)
+            except precision.NonFiniteError as e:  # the error line goes below the bar
+                bar.close()
+                raise precision.NonFiniteError(f"step {step}: {e}") from e
             bar.update(1)
             bar.set_postfix(
                 reward=f"{m['reward_mean']:.3f}",

@@ -43,8 +43,9 @@ def smollm():
 @pytest.fixture
 def float32_loads(monkeypatch):
     """Models built or loaded in this test are float32 on every backend (Metal and CUDA default
-    to float16): for checks at float32 tolerances. `GWEN_DTYPE=float16 pytest` runs the rest of
-    the suite at the half-precision default on CPU (knowledge/open_items.md)."""
+    to the checkpoint's own dtype, bfloat16 for most): for checks at float32 tolerances.
+    `GWEN_DTYPE=float16 pytest` runs the rest of the suite in half precision on CPU
+    (knowledge/open_items.md, knowledge/precision.md)."""
     monkeypatch.setenv("GWEN_DTYPE", "float32")
 
 

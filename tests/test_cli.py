@@ -42,6 +42,7 @@ ENTRY_POINTS = {
     "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
                     (["--pairs", BAD], "data/rm_pairs.jsonl")),
     "bench_logprobs": (None, ["--trials", "2"], None),
+    "bench_precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
     "bench_train": (["--config", MISSING], ["--steps", "1"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),

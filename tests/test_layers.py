@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LOW = {
     "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights", "gguf_cache",
     "chat_format", "prompts", "diversity", "stats", "broken_text", "flags", "errors",
-    "strict_json", "atomic", "run_folder",
+    "strict_json", "atomic", "run_folder", "precision",
 }  # fmt: skip
 # Middle: sampling, the RL math and the loop's parts, rewards and judges.
 MIDDLE = {
