@@ -120,7 +120,9 @@ def row_line(r: dict) -> str:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Mixed precision: loss and memory per dtype.")
+    p = argparse.ArgumentParser(
+        description="Mixed precision: loss and memory per dtype.", allow_abbrev=False
+    )
     p.add_argument("--steps", type=int, default=40, help="optimizer steps per arm")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
     p.add_argument("--hidden", type=int, default=128, help="model width (a multiple of 64)")
