@@ -61,25 +61,47 @@ def plain_ops_requested() -> bool:
 
 
 _DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+DTYPE_NAMES = tuple(_DTYPES)  # what --dtype and $GWEN_DTYPE accept
+# The GPU default for weights that name no dtype of their own (a GGUF, a config without
+# torch_dtype): bfloat16 has float32's exponent range, so it cannot overflow where float32 would
+# not, and it is what the Llama, Qwen and SmolLM families were trained in (knowledge/precision.md).
+GPU_FALLBACK = "bfloat16"
 
 
-def default_dtype() -> mx.Dtype:
-    """float32 on CPU (half-precision matmul has no BLAS path there), float16 on Metal/CUDA.
+def choose_dtype(backend: str, torch_dtype: str | None = None, override: str | None = None) -> str:
+    """The dtype name a model loads in when no --dtype is given: `override` ($GWEN_DTYPE) if set;
+    on CPU float32 (half-precision matmul has no BLAS path there); on Metal/CUDA the checkpoint's
+    own `torch_dtype` (config.json) when it is one of DTYPE_NAMES, else GPU_FALLBACK. Pure: the
+    backend's name and the config's value in, a name out."""
+    if override:
+        if override not in _DTYPES:
+            raise ValueError(f"GWEN_DTYPE={override!r} is not one of {sorted(_DTYPES)}")
+        return override
+    if backend == "cpu":
+        return "float32"
+    return torch_dtype if torch_dtype in _DTYPES else GPU_FALLBACK
 
-    `GWEN_DTYPE=float32|float16|bfloat16` overrides."""
-    name = os.environ.get("GWEN_DTYPE")
-    if name:
-        if name not in _DTYPES:
-            raise ValueError(f"GWEN_DTYPE={name!r} is not one of {sorted(_DTYPES)}")
-        return _DTYPES[name]
-    return mx.float32 if backend_name() == "cpu" else mx.float16
+
+def config_dtype(config: dict) -> str | None:
+    """The dtype a HF config.json says its weights are in (`torch_dtype`, or `dtype` as newer
+    transformers write it); None when it names none."""
+    value = config.get("torch_dtype") or config.get("dtype")
+    return value if isinstance(value, str) else None
 
 
-def parse_dtype(name: str | None) -> mx.Dtype:
+def default_dtype(torch_dtype: str | None = None) -> mx.Dtype:
+    """The dtype of a model whose own is `torch_dtype` (None: it names none) on this process's
+    backend, per choose_dtype; `GWEN_DTYPE=float32|float16|bfloat16` overrides."""
+    return _DTYPES[choose_dtype(backend_name(), torch_dtype, os.environ.get("GWEN_DTYPE"))]
+
+
+def parse_dtype(name: str | None) -> mx.Dtype | None:
+    """--dtype's value as an MLX dtype; None (no --dtype) stays None: the loader then picks each
+    model's own (default_dtype)."""
     if name is None:
-        return default_dtype()
+        return None
     if name not in _DTYPES:
-        raise ValueError(f"dtype {name!r} is not one of {sorted(_DTYPES)}")
+        raise ValueError(f"--dtype {name}: use one of {', '.join(_DTYPES)}")
     return _DTYPES[name]
 
 

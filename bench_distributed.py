@@ -62,7 +62,7 @@ def json_run(cmd: list[str]) -> dict:
 def allsum_worker(model: str, trials: int) -> None:
     """Under mlx.launch: time sum_gradients on a tree shaped like the model's parameters, and
     the AdamW update every rank repeats (the parts of a step that do not shrink with N)."""
-    net, _ = load(model, backend.default_dtype())
+    net, _ = load(model)  # the model's own dtype on this backend (backend.default_dtype)
     grads = tree_map(lambda p: mx.ones_like(p) * 1e-3, net.trainable_parameters())
     mx.eval(grads)
     n_bytes = sum(v.nbytes for _, v in tree_flatten(grads))
@@ -92,7 +92,7 @@ def allsum_worker(model: str, trials: int) -> None:
 
 @errors.cli
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="policy checkpoint")
     p.add_argument("--reward", default="happy", help="happy | rubric")
     p.add_argument("--ranks", type=int, default=2, help="local ranks to compare with 1 process")

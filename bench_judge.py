@@ -315,7 +315,7 @@ def run(a) -> dict:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument(
         "--pairs",
         default=RM_PAIRS,

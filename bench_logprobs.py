@@ -127,7 +127,7 @@ def _print_table(name: str, r: dict) -> None:
 
 @errors.cli
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--vocab", type=int, default=49152, help="main case vocabulary (SmolLM2)")
     p.add_argument("--dim", type=int, default=576, help="main case hidden size (SmolLM2)")
     p.add_argument("--rows", type=int, default=64 * 256, help="main case rows (64 x 256 tok)")

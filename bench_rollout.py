@@ -157,7 +157,7 @@ def profile(gwen, prompts, a):
 
 @errors.cli
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--prompts-per-step", type=int, default=8, help="distinct prompts B")
     p.add_argument("--group-size", type=int, default=8, help="samples per prompt G")
@@ -165,7 +165,7 @@ def main(argv=None):
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass")
     p.add_argument("--trials", type=int, default=3, help="timed runs per side (median)")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     p.add_argument("--skip-mlx-lm", action="store_true", help="time ours only")
     p.add_argument("--profile", action="store_true", help="also time the decode-step pieces")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -41,7 +41,7 @@ import flags
 import strict_json
 import train
 from config import resolve_config
-from runlog import MetricsLog
+from run_folder import read_metrics
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {
@@ -56,7 +56,7 @@ DEFAULTS = dict(model="smollm2-135m", reward="happy", prompts=8, group_size=8, m
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--config", help="a recipe / run config JSON to take the step's shape from")
     p.add_argument("--model", help=f"policy checkpoint (default: {DEFAULTS['model']})")
     p.add_argument("--reward", help=f"reward spec (default: {DEFAULTS['reward']})")
@@ -142,7 +142,7 @@ def timed_rows(cfg) -> list[dict]:
     run_dir = train.run(cfg)
     if not distributed.is_main():
         return []
-    return MetricsLog.read(Path(run_dir) / "metrics.jsonl")[1:]
+    return read_metrics(Path(run_dir) / "metrics.jsonl")[1:]
 
 
 def medians(rows: list[dict]) -> dict:

@@ -119,7 +119,7 @@ def check_sets(train, tests: dict, categories) -> None:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", action="append", required=True, help="model reference (repeatable)")
     p.add_argument("--train", default=DEFAULT_TRAIN, help="training prompt files, comma-joined")
     p.add_argument("--test", action="append", required=True, help="held-out prompt file (repeat)")

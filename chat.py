@@ -8,8 +8,9 @@ The page (Gradio) binds to 127.0.0.1 unless `--host` says otherwise and never ma
 share link. Each message is answered on its own, as one user turn formatted like a training
 prompt (chat_format; thinking off unless ticked): the models do not see earlier turns. "Score"
 judges the latest answers with the rubric (judge: the first model's starting weights, or
-`--judge-model`) and, with `--reward-model`, a trained reward model, for the prompt category the
-user picks. MLX streams belong to the thread that made them, so all model work runs on the main
+`--judge-model`) and a trained reward model (`--reward-model`, the values task's by default;
+`none`: the rubric alone), for the prompt category the user picks; the reward model loads on the
+first "Score". MLX streams belong to the thread that made them, so all model work runs on the main
 thread (`ModelThread`) while Gradio's threads serve the page. It does not train, keep
 transcripts, or run two requests at once. See knowledge/chat.md.
 """
@@ -89,15 +90,30 @@ def answer_stream(gwen: Gwen, prompt: str, s: Sampling):
 
 
 def reward_components(reward_model: str | None) -> list[rewards.Component]:
-    """The rubric, plus `rm:PATH` when a reward-model folder is given (checked now)."""
-    rm = rewards.parse_spec(f"rm:{reward_model}") if reward_model else []
+    """The rubric, plus `rm:PATH` when a reward-model folder is given (checked now); `none`:
+    the rubric alone."""
+    use = reward_model and reward_model != "none"
+    rm = rewards.parse_spec(f"rm:{reward_model}") if use else []
     return [rewards.Component("rubric"), *rm]
 
 
-def build_scorers(components, judge: tuple, tokenizer) -> dict[str, rewards.Scorer]:
+def build_scorers(components, judge: tuple, tokenizer, policy=None) -> dict[str, rewards.Scorer]:
     """One scorer per component, so the page shows each reward's own numbers."""
-    ctx = rewards.RewardContext(judge=lambda: judge, tokenizer=tokenizer)
+    ctx = rewards.RewardContext(judge=lambda: judge, tokenizer=tokenizer, policy=policy)
     return {c.label: rewards.build_scorer([c], ctx) for c in components}
+
+
+def lazy_scorers(components, judge: tuple, tokenizer, policy=None):
+    """A function returning `build_scorers`' dict, built on its first call: the page starts
+    with the models alone, and a reward model loads when an answer is first scored."""
+    built = {}
+
+    def get() -> dict[str, rewards.Scorer]:
+        if not built:
+            built.update(build_scorers(components, judge, tokenizer, policy))
+        return built
+
+    return get
 
 
 def score_answers(scorers: dict, prompt: str, answers: list[str], category: str) -> dict:
@@ -199,10 +215,11 @@ class ModelThread:
 # The page
 
 
-def handlers(gr, models, names: list[str], scorers: dict, worker: ModelThread):
+def handlers(gr, models, names: list[str], scorers, worker: ModelThread):
     """The page's two model-backed handlers, run in Gradio's threads: `respond` streams each
     model's answer in turn (a chat column each) and remembers the prompt and answers;
-    `score_latest` scores them. The model work itself goes to `worker`."""
+    `score_latest` scores them (`scorers()`: the scorers by label, built on first use). The
+    model work itself goes to `worker`."""
 
     def respond(text, *values):
         histories = [list(h or []) for h in values[: len(models)]]
@@ -229,7 +246,9 @@ def handlers(gr, models, names: list[str], scorers: dict, worker: ModelThread):
         if not latest:
             raise gr.Error("Send a message first: there is no answer to score.")
         try:
-            results = worker.call(score_answers, scorers, latest["prompt"], latest["answers"], cat)
+            results = worker.call(
+                lambda: score_answers(scorers(), latest["prompt"], latest["answers"], cat)
+            )
         except (ValueError, RuntimeError) as e:
             raise gr.Error(str(e)) from e
         return score_table(names, results)
@@ -237,20 +256,21 @@ def handlers(gr, models, names: list[str], scorers: dict, worker: ModelThread):
     return respond, score_latest
 
 
-def build_page(models, scorers, worker: ModelThread, judge_name: str, start: Sampling):
-    """The Gradio Blocks: a chat column per model, sampling settings, the score button."""
+def build_page(models, components, scorers, worker, judge_name: str, start: Sampling):
+    """The Gradio Blocks: a chat column per model, sampling settings, the score button (the
+    `components`' scores, by `scorers()`, only when it is pressed)."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # no telemetry, no version check
     import gradio as gr  # start-up: gradio takes ~10 s to import; only the page needs it
 
     names = [name for name, _ in models]
     if len(names) == 2:
         names = [f"A: {names[0]}", f"B: {names[1]}"]
-    rewards_shown = ", ".join(scorers)
+    rewards_shown = ", ".join(c.label for c in components)
     with gr.Blocks(title="rl-values chat", analytics_enabled=False) as page:
         gr.Markdown(
             f"## rl-values chat\nEach message is answered on its own (one user turn, formatted "
-            f"as in training): the models do not see earlier turns. Scores: {rewards_shown}; "
-            f"judge: `{judge_name}`."
+            f"as in training): the models do not see earlier turns. Scores on request: "
+            f"{rewards_shown}; judge: `{judge_name}`."
         )
         with gr.Row():
             chats = [
@@ -307,7 +327,9 @@ def build_page(models, scorers, worker: ModelThread, judge_name: str, start: Sam
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="A local chat page to try one or two models.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="A local chat page to try one or two models."
+    )
     p.add_argument(
         "--model",
         action="append",
@@ -319,14 +341,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-model", help="rubric judge (default: the first model's start)")
     p.add_argument(
         "--reward-model",
-        help="a reward-model folder (train_rm.py) to score with (default: the values task's default"
-        " reward model, tasks.default_reward)",
+        help="a reward-model folder (train_rm.py) to score with, loaded when an answer is first "
+        "scored, or none: the rubric alone (default: the values task's default reward model, "
+        "tasks.default_reward)",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local only)")
     p.add_argument("--port", type=int, default=7860, help="port to serve on")
     p.add_argument("--max-new-tokens", type=int, default=256, help="initial max new tokens")
     p.add_argument("--temperature", type=float, default=0.7, help="initial temperature")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
     return p
 
@@ -372,11 +395,11 @@ def main(argv=None) -> int:
         backend.announce()
         dtype = backend.parse_dtype(args.dtype)
         models, judge = load_models(refs, args.base, args.judge_model, dtype)
-        scorers = build_scorers(components, judge, models[0][1].tokenizer)
+        scorers = lazy_scorers(components, judge, models[0][1].tokenizer, refs[0])
     judge_name = args.judge_model or f"starting weights of {refs[0]}"
     start = Sampling(args.max_new_tokens, args.temperature, 1.0, 0)
     worker = ModelThread()
-    page = build_page(models, scorers, worker, judge_name, start)
+    page = build_page(models, components, scorers, worker, judge_name, start)
     if args.host not in LOCAL_HOSTS:
         print(f"warning: serving on {args.host}: anyone who reaches it can use it", file=sys.stderr)
     page.queue(default_concurrency_limit=1)

@@ -7,7 +7,8 @@ same pair in `retain/` and `forget/`); `optimizer.safetensors`; `trainer.json`
 (step, data cursor, KL controller, metrics/SQLite offsets; randomness is keyed by
 (seed, step), so no RNG array is needed); and `train_config.json`
 (the resolved run config). `RUN_DIR/latest` names the newest complete one. A crash mid-write
-leaves only a `.tmp-*` folder, never a half checkpoint; `StopOnSignal` turns a first Ctrl-C or
+leaves only a `.tmp-*` folder, never a half checkpoint, and non-finite weights are refused
+(precision.NonFiniteError), never written; `StopOnSignal` turns a first Ctrl-C or
 SIGTERM into "finish the step, then checkpoint". It does not prune old checkpoints.
 """
 
@@ -23,6 +24,7 @@ import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
 
 import lora as lora_mod
+import precision
 from atomic import atomic_folder, atomic_write
 
 
@@ -36,6 +38,7 @@ def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:
     # A tied model has no lm_head parameter, so this is exactly the HF key set.
     mx.save_safetensors(str(out / "model.safetensors"), dict(tree_flatten(model.parameters())))
     config = {k: v for k, v in dataclasses.asdict(model.args).items() if v is not None}
+    config["torch_dtype"] = str(model.model.norm.weight.dtype).removeprefix("mlx.core.")
     (out / "config.json").write_text(json.dumps(config, indent=1))
     tokenizer.save_pretrained(str(out))
 
@@ -55,8 +58,9 @@ def save(
     """Write checkpoint `step` atomically and point RUN_DIR/latest at it; `extra(folder)`, when
     given, writes more state into the checkpoint's folder before it is renamed into place."""
     root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
+    precision.check_finite((model.parameters(), optimizer.state), f"checkpoint {final}")
+    root.mkdir(parents=True, exist_ok=True)
     # Re-saving the same step (e.g. a signal right after a periodic save) replaces it.
     with atomic_folder(final, fsync=True) as tmp:
         _write_weights(tmp, model, tokenizer, lora_cfg)

@@ -267,9 +267,11 @@ def run_generate(args: argparse.Namespace) -> dict:
 
 @errors.cli
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="make a labelled JSONL file of P:/A: records")
+    gen = sub.add_parser(
+        "generate", allow_abbrev=False, help="make a labelled JSONL file of P:/A: records"
+    )
     gen.add_argument("--out", required=True, help="JSONL file to write (its stem prefixes ids)")
     gen.add_argument("--n", type=int, required=True, help="number of records")
     gen.add_argument("--seed", type=int, required=True, help="same seed, same file")

@@ -10,9 +10,12 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import backend
 
 import flags
 import grpo
@@ -70,6 +73,9 @@ class TrainConfig:
     warmup_steps: int = _f(3, "linear warm-up steps")
     weight_decay: float = _f(0.0, "AdamW weight decay")
     max_grad_norm: float = _f(1.0, "clip the global gradient norm to this")
+    max_failed_updates: int = _f(
+        3, "stop the run after this many non-finite updates in a row (each skipped or rolled back)"
+    )
     grad_accum: int = _f(1, "micro-batches per step (splits the B groups)")
     rollout_trunk: bool = _f(
         True, "with --share-trunk: keep the frozen blocks' output from sampling for the update"
@@ -154,12 +160,14 @@ class TrainConfig:
     eval_limit: int = _f(32, "eval prompts per evaluation")
     save_every: int = _f(10, "checkpoint every N steps (and at the end, and on Ctrl-C)")
     seed: int = _f(0, "seed for data order, sampling and LoRA init")
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
     out_dir: str = _f("runs", "parent folder of run directories")
     run_name: str | None = _f(None, "run directory name (default: built from hyperparameters)")
     tensorboard: bool = _f(True, "TensorBoard events in RUN_DIR/tb (tensorboard --logdir runs)")
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
+
         def need(ok, msg):
             if not ok:
                 raise ValueError(msg)
@@ -170,6 +178,10 @@ class TrainConfig:
             "per prompt for a group baseline; use --group-size 4",
         )
         need(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: use >= 1")
+        need(
+            self.max_failed_updates >= 1,
+            f"max_failed_updates={self.max_failed_updates}: use >= 1 (e.g. 3)",
+        )
         need(
             0 <= 2 * self.pairs_per_step <= self.prompts_per_step,
             f"pairs_per_step={self.pairs_per_step}: use 0 to prompts_per_step / 2 "
@@ -339,8 +351,8 @@ class TrainConfig:
         """Block indices that get adapters (None: all)."""
         if not self.lora_layers:
             return None
-        if self.lora_layers > n_layers:
-            raise ValueError(
+        if self.lora_layers > n_layers:  # known once the model is loaded: a user error still
+            raise ConfigError(
                 f"lora_layers={self.lora_layers} > the model's {n_layers} blocks: pass "
                 f"--lora-layers N with N <= {n_layers} (0 = every block)"
             )
@@ -383,7 +395,9 @@ class TrainConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="GRPO on a rubric reward (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="GRPO on a rubric reward (rl-values)."
+    )
     p.add_argument(
         "--config",
         help="a saved config JSON (e.g. RUN_DIR/config.json); flags given here override it",
@@ -439,7 +453,23 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
         training = tasks.get(task_name).training
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    merged = {**training, **base, **flags}
+    _kl_off(merged, chosen={**base, **flags})
     try:
-        return TrainConfig(**{**training, **base, **flags})
+        return TrainConfig(**merged)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid config: {e}") from e
+
+
+def _kl_off(merged: dict, chosen: dict) -> None:
+    """An explicit kl_coef 0 turns the KL term off, and with it the reference model: a KL
+    target the user never set (the task's default) goes too, with a note. A kl_target the user
+    did set stays, and TrainConfig refuses the pair as a contradiction."""
+    if chosen.get("kl_coef") != 0 or "kl_target" in chosen or merged.get("kl_target") is None:
+        return
+    print(
+        f"note: --kl-coef 0 turns the KL term off: the task's adaptive KL target "
+        f"({merged['kl_target']:g}) is off too, and no reference model is loaded",
+        file=sys.stderr,
+    )
+    merged["kl_target"] = None

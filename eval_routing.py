@@ -168,7 +168,7 @@ def _settings(args, run_cfg: dict) -> dict:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", help=MODEL_HELP)
     p.add_argument("--base", help="base model of an adapter checkpoint (default: its run's)")
     p.add_argument("--prompts", dest="data", help="prompts JSONL (default: the run's --eval-data)")

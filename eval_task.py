@@ -16,7 +16,7 @@ import flags
 import rewards
 import strict_json
 import tasks
-from evaluate import evaluate
+from eval_hook import evaluate
 from gwen import Gwen
 from load_weights import MODEL_HELP
 
@@ -24,7 +24,9 @@ from load_weights import MODEL_HELP
 @errors.cli
 def main(argv=None) -> int:
     """CLI: evaluate --model on --task's eval file (or --prompts); bad input is one error line."""
-    p = argparse.ArgumentParser(description="Greedy held-out evaluation on a ground-truth task.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Greedy held-out evaluation on a ground-truth task."
+    )
     p.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
     p.add_argument("--task", default="chess", help=f"one of {sorted(tasks.TASKS)}")
     p.add_argument("--prompts", dest="data", help="eval records (default: the task's eval file)")
@@ -32,6 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, default=100, help="records to answer")
     p.add_argument("--max-new-tokens", type=int, default=80, help="generation cap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.add_dtype(p)
     flags.renamed(p, "--data", "--prompts")  # one flag vocabulary: --prompts names an eval file
     args = p.parse_args(argv)
     with errors.as_user_error(ValueError):  # the task, reward spec, data and model
@@ -44,7 +47,7 @@ def main(argv=None) -> int:
                 f"--reward {spec!r} needs a judge model: use evaluate.py for the values task"
             )
         records = task.load(args.data or task.eval_data)
-        policy = Gwen.load(args.model, backend.parse_dtype(None))
+        policy = Gwen.load(args.model, backend.parse_dtype(args.dtype))
         policy.system_prompt, policy.examples = task.system_prompt, task.examples
         scorer = rewards.build_scorer(components, rewards.RewardContext(records=records))
     out = evaluate(policy, scorer, records, limit=args.limit, max_new_tokens=args.max_new_tokens)

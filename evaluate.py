@@ -29,6 +29,7 @@ from tqdm import tqdm
 import diversity
 import errors
 import eval_report
+import flags
 import kernels
 import rewards
 import stats
@@ -61,34 +62,11 @@ from prompts import (
     write_jsonl,
 )
 from reference import starting_judge
-from rewards import PUSHBACK_MARKERS, category_means, pushes_back  # noqa: F401 (re-exported)
+from rewards import pushes_back
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
-
-
-def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:
-    """The in-training hook: greedy answers to the first `limit` records (round-robin over
-    categories), scored by the run's scorer: mean reward per category and criterion, and the
-    lexical control pushback tripwire."""
-    recs = eval_subset(records, limit)
-    texts = []
-    for i in range(0, len(recs), 16):
-        chunk = recs[i : i + 16]
-        s = policy.sample_group([r["prompt"] for r in chunk], 1, max_new_tokens, temperature=0.0)
-        texts += s.texts
-    categories = [r["category"] for r in recs]
-    scores = scorer([r["prompt"] for r in recs], texts, categories)
-    values = scores.values
-    out = category_means("eval", categories, values, scores.details)
-    controls = [t for t, r in zip(texts, recs, strict=True) if r["category"] == "control"]
-    if controls:
-        out["eval/control_pushback_rate_lexical"] = float(
-            np.mean([pushes_back(t) for t in controls])
-        )
-    out["eval/reward"] = float(np.nanmean(values))
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,6 +92,7 @@ class EvalConfig:
     kl: bool = True
     cache_dir: str = "runs/eval_cache"
     batch_size: int = 16
+    dtype: str | None = None  # --dtype (None: each model's own, backend.default_dtype)
 
     def __post_init__(self):
         if not self.models or not self.prompts:
@@ -128,6 +107,7 @@ class EvalConfig:
             raise ValueError(f"--limit {self.limit}: must be >= 1")
         for spec in self.rewards:
             rewards.parse_spec(spec)
+        backend.parse_dtype(self.dtype)
 
 
 def load_prompt_files(paths: list[str]) -> list[dict]:
@@ -338,13 +318,17 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     }
     prompt_key = [(r["id"], r["prompt"]) for r in records]
     base_ref = cfg.models[0]
-    base = Gwen.load(sources[base_ref])
+    dtype = backend.parse_dtype(cfg.dtype)
+    base = Gwen.load(sources[base_ref], dtype)
+    weights_dtype = str(base.model.model.norm.weight.dtype).removeprefix("mlx.core.")
+    if weights_dtype != "float32":  # half-precision answers are not float32's: cached apart
+        settings["dtype"] = weights_dtype
     # the judge: --judge-model, else the base model's starting weights (reference.py)
     start = sources[base_ref].start
     judge = cfg.judge_model or start or base_ref
     judge_cache = []
 
-    def load_judge(ref, dtype=None):
+    def load_judge(ref, _dtype=None):
         return base if ref == base_ref else Gwen.load(ref, dtype)
 
     def judge_factory():
@@ -357,14 +341,14 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     results, agree = {}, {}
     for ref in cfg.models:
         fp = model_fingerprint(ref)
-        gwen = base if ref == base_ref else Gwen.load(sources[ref])
+        gwen = base if ref == base_ref else Gwen.load(sources[ref], dtype)
         akey = Cache.key("answers", fp, prompt_key, settings)
         answers = cache.get(akey)
         if answers is None:
             answers = generate(gwen, records, cfg, Path(ref).name)
             cache.put(akey, answers)
         extra = {}
-        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer)
+        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer, policy=base_ref)
         for spec in cfg.rewards:
             skey = Cache.key(
                 "scores",
@@ -516,7 +500,9 @@ def table(result: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Evaluate models side by side on prompt sets.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Evaluate models side by side on prompt sets."
+    )
     p.add_argument(
         "--model",
         action="append",
@@ -581,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
         "read_set.py",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
+    return flags.add_dtype(p)
 
 
 def write_answers(result: dict, path: str) -> Path:
@@ -624,6 +610,7 @@ def main(argv=None) -> int:
             pushback_labels=a.pushback_labels,
             kl=not a.no_kl,
             cache_dir=None if a.cache_dir == "none" else a.cache_dir,
+            dtype=a.dtype,
         )
     backend.announce()
     result = evaluate_models(cfg)

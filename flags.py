@@ -8,7 +8,8 @@ and `none` switches an optional setting off. `parse_config(parser, cls, argv)` b
 the parsed flags (sft.py, train_rm.py), a failed check one user error. `renamed(parser, old,
 new)` keeps a flag's old spelling working, hidden from --help, with one deprecation line on
 stderr: one spelling per setting across the commands (`--max-new-tokens`,
-`--prompts-per-step`, ...).
+`--prompts-per-step`, ...). `--dtype` is declared here once (`dtype_option` for a config
+field, `add_dtype` for a plain parser): the same choices and help on every command.
 """
 
 import argparse
@@ -16,7 +17,13 @@ import dataclasses
 import sys
 from dataclasses import field
 
+import backend
+
 import errors
+
+# The one --dtype every command that loads a model takes (flags.add_dtype, flags.dtype_option).
+DTYPE_HELP = "the weights' dtype"
+DTYPE_DEFAULT = "float32 on CPU; on Metal/CUDA the checkpoint's torch_dtype, else bfloat16"
 
 
 def option(default, help_text, **metadata):
@@ -45,10 +52,28 @@ def add_flags(
         conv = float if "float" in kind else int if "int" in kind else str
         if layered and "None" in kind:
             conv = _optional(conv)
-        shown = default_text(f) if default_text else f.default
+        shown = f.metadata.get("shown") or (default_text(f) if default_text else f.default)
+        choices = f.metadata.get("choices")  # shown; the config's own checks refuse the rest
+        metavar = "{" + ",".join(choices) + "}" if choices else None
         p.add_argument(
-            flag, type=conv, default=default, help=f"{f.metadata['help']} (default: {shown})"
-        )
+            flag, type=conv, default=default, metavar=metavar,
+            help=f"{f.metadata['help']} (default: {shown})",
+        )  # fmt: skip
+    return p
+
+
+def dtype_option():
+    """The `dtype` field of a command's config dataclass: --dtype, as add_dtype declares it."""
+    return option(None, DTYPE_HELP, choices=backend.DTYPE_NAMES, shown=DTYPE_DEFAULT)
+
+
+def add_dtype(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--dtype for a command without a config dataclass: the same name, values and help. The
+    command checks the value (backend.parse_dtype), so a bad one is its one `error:` line."""
+    p.add_argument(
+        "--dtype", default=None, metavar="{" + ",".join(backend.DTYPE_NAMES) + "}",
+        help=f"{DTYPE_HELP} (default: {DTYPE_DEFAULT})",
+    )  # fmt: skip
     return p
 
 

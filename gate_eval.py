@@ -51,7 +51,7 @@ def score(model, tokenizer, records: list[dict], gates) -> dict:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--model", action="append", required=True, help="model reference (repeatable)")
     p.add_argument("--prompts", action="append", required=True, help="prompt file (repeatable)")
     p.add_argument(

@@ -292,7 +292,9 @@ def _table(gold: list[dict]) -> str:
 
 @cli
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description="Check the gold set; score a grader's predictions.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Check the gold set; score a grader's predictions."
+    )
     p.add_argument("--answers", default=ANSWERS)
     p.add_argument("--labels", default=LABELS_FILE)
     p.add_argument("--predictions", help='JSONL of {"id", "label", "pushback"} per gold answer')

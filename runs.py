@@ -31,6 +31,7 @@ from pathlib import Path
 
 import errors
 import strict_json
+from run_folder import is_run_folder, read_metrics
 
 KEY_METRICS = ("reward_mean", "eval/reward", "kl_mean", "loss", "val_accuracy")
 SORT_KEYS = ("name", "time", "steps", "reward", "kl", "eval", "size")
@@ -58,30 +59,9 @@ class RunInfo:
 # ---------------------------------------------------------------------------------- reading
 
 
-def is_run(path: Path) -> bool:
-    names = ("metrics.jsonl", "train_log.jsonl", "config.json", "checkpoints")
-    return path.is_dir() and any((path / n).exists() for n in names)
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """One dict per complete line; a last line without newline (a crash, or a write in
-    progress) is left out; any other bad line is an error naming the file and line."""
-    if not path.exists():
-        return []
-    lines = path.read_text().split("\n")[:-1]  # the text after the last newline is incomplete
-    out = []
-    for i, line in enumerate(lines):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise RunsError(f"{path}:{i + 1} is not valid JSON ({e}); fix or remove it") from e
-    return out
-
-
 def load_run(path) -> RunInfo:
     path = Path(path)
-    if not is_run(path):
+    if not is_run_folder(path):
         raise RunsError(
             f"{path} is not a run folder (no metrics.jsonl, config.json or checkpoints/); "
             "list the runs with: runs.py list"
@@ -207,7 +187,7 @@ def cmd_list(args) -> int:
     root = Path(args.runs_dir)
     if not root.is_dir():
         raise RunsError(f"runs folder {root} does not exist; pass --runs-dir")
-    rows = [summarize(load_run(p)) for p in sorted(root.iterdir()) if is_run(p)]
+    rows = [summarize(load_run(p)) for p in sorted(root.iterdir()) if is_run_folder(p)]
     rows.sort(key=_sort_key(args.sort), reverse=args.reverse)
     if args.json:
         print(strict_json.dumps(rows, indent=1))
@@ -505,11 +485,13 @@ def _count(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="runs.py", description="List, compare and prune rl-values runs.")
+    p = _Parser(
+        prog="runs.py", allow_abbrev=False, description="List, compare and prune rl-values runs."
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, func, help_text):
-        c = sub.add_parser(name, help=help_text, description=help_text)
+        c = sub.add_parser(name, allow_abbrev=False, help=help_text, description=help_text)
         c.add_argument("--runs-dir", default="runs", help="parent folder of runs (default: runs)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
         c.set_defaults(func=func)

@@ -36,6 +36,7 @@ import checkpoint
 import errors
 import flags
 import lora
+import precision
 import runlog
 import strict_json
 from forced import encode, make_batch, token_nll
@@ -113,11 +114,16 @@ class SFTConfig:
         "weight of the cross-entropy on prompts outside a gate's category (> 1 lowers the "
         "sentence's probability there, below greedy decoding's threshold: knowledge/sft.md)",
     )
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
+    max_failed_updates: int = _f(
+        3, "stop after this many non-finite updates in a row (each skipped or rolled back)"
+    )
 
     def __post_init__(self):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
         for name in (
-            "epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch", "gate_batch"
+            "epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch", "gate_batch",
+            "max_failed_updates",
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
@@ -272,6 +278,7 @@ class SFTRun:
     stance: list | None = None  # [(false row, twin row)] of the training pairs, or None
     held_pairs: list | None = None  # [(false record, twin record)] never trained on
     gate: dict | None = None  # rows/targets of the gates' training and validation prompts
+    failures: precision.Failures | None = None  # skipped and rolled-back updates (train_step)
 
 
 def step_loss(model, batch, rows, gate, pad_id: int, cfg: SFTConfig):
@@ -323,9 +330,9 @@ def make_optimizer(cfg: SFTConfig, model, steps: int):
         ],
         [warm],
     )
-    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
-    optimizer.init(model.trainable_parameters())
-    return optimizer
+    return precision.adamw(
+        model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
+    )
 
 
 def build(cfg: SFTConfig) -> SFTRun:
@@ -393,9 +400,12 @@ def build(cfg: SFTConfig) -> SFTRun:
         gate["val_categories"] = [r["category"] for r in gate_val]
         counts |= {"gate_train_prompts": len(gate_train), "gate_val_prompts": len(gate_val)}
     optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
+    fix = backend.overflow_fix(model.model.norm.weight.dtype)
+    failures = precision.Failures(cfg.max_failed_updates, fix)
     return SFTRun(
-        cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs, gate
-    )
+        cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs, gate,
+        failures,
+    )  # fmt: skip
 
 
 def total_steps(cfg: SFTConfig, n_train: int) -> int:
@@ -405,7 +415,8 @@ def total_steps(cfg: SFTConfig, n_train: int) -> int:
 
 def train_step(run: SFTRun, idx, step: int = 0) -> dict:
     """One AdamW step on the records `idx` (and, with the stance contrast, the pairs of
-    `step`); a non-finite loss or gradient stops the run."""
+    `step`); a non-finite loss or gradient skips it, a non-finite result is rolled back, and
+    max_failed_updates of those in a row stop the run (precision.Failures)."""
     pad_id = run.tokenizer.eos_token_id
     batch = make_batch([run.train[i] for i in idx], pad_id)
     rows = gate = None
@@ -419,17 +430,21 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
     (loss, sft_part, extra, margins), grads = nn.value_and_grad(run.model, step_loss)(
         run.model, batch, rows, gate, pad_id, run.cfg
     )
-    grads, norm = optim.clip_grad_norm(grads, run.cfg.max_grad_norm)
+    grads, norm = precision.clip_grad_norm(grads, run.cfg.max_grad_norm)
     mx.eval(loss, sft_part, extra, margins, grads, norm)
-    if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
-        dtype = run.model.model.embed_tokens.weight.dtype
-        raise FloatingPointError(
-            f"non-finite loss {loss.item()} or gradient norm {norm.item()} (weights {dtype}): "
-            f"{backend.overflow_fix(dtype)}"
+    outcome = "skipped"
+    if math.isfinite(loss.item()) and math.isfinite(norm.item()):
+        ok = precision.guarded_update(run.optimizer, run.model, grads)
+        outcome = "applied" if ok else "rolled_back"
+    run.failures.record(
+        outcome, f"step {step + 1} (loss {loss.item()}, gradient norm {norm.item()})"
+    )
+    if outcome != "applied":
+        tqdm.write(
+            f"step {step + 1}: non-finite update {outcome}: {run.failures.counts}", file=sys.stderr
         )
-    run.optimizer.update(run.model, grads)
-    mx.eval(run.model.trainable_parameters(), run.optimizer.state)
     out = {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}
+    out |= {k: v for k, v in run.failures.counts.items() if k != "failed_in_a_row"}
     if rows is not None:
         m = np.array(margins)
         out |= {
@@ -504,7 +519,11 @@ def fit(run: SFTRun) -> dict:
         for idx in epoch_batches(lengths, cfg.batch_size, cfg.seed, epoch):
             if step == steps:
                 break
-            m = train_step(run, idx, step)
+            try:
+                m = train_step(run, idx, step)
+            except precision.NonFiniteError:
+                bar.close()  # the error line goes below the bar
+                raise
             step += 1
             recent.append(m["loss"])
             m |= {"lr": run.optimizer.learning_rate.item(), "epoch": epoch}
@@ -557,7 +576,9 @@ def fit(run: SFTRun) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Supervised LoRA warm start of the policy (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Supervised LoRA warm start of the policy (rl-values)."
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     flags.add_flags(p, SFTConfig)
     return p

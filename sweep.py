@@ -36,9 +36,9 @@ import numpy as np
 
 import errors
 import eval_routing
+import run_folder
 import strict_json
 from config import ConfigError, TrainConfig, build_parser, resolve_config
-from runlog import MetricsLog
 from stats import finite_mean
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
@@ -212,26 +212,11 @@ def execute(runs: list[Planned], jobs: int) -> dict[str, int]:
 # Summary
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    """A run's metrics.jsonl rows ([] before its first step); a line that is not JSON is a
-    SweepError naming the file, the line and the fix (summaries never trace back)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    try:
-        return MetricsLog.read(path)
-    except ValueError as e:
-        raise SweepError(
-            f"{e}; a run stopped mid-write leaves a partial last line: delete that line (or "
-            f"the run folder to redo it) and rerun with --summary-only"
-        ) from e
-
-
 def summarize_run(run_dir: Path, window: int = 5) -> dict:
     """Last-`window`-steps means of the reward and hack rate (None where no step logged a finite
     value: a blank cell, JSON null), and the last routing evaluation (`<mode>/<key>` for the
     MODE_KEYS of every mode present)."""
-    rows = read_metrics(run_dir)
+    rows = run_folder.read_metrics(run_dir / "metrics.jsonl")
     out = {"steps": rows[-1]["step"] if rows else 0}
     last = rows[-window:]
     out["reward"] = finite_mean(r.get("reward_mean") for r in last)
@@ -305,7 +290,7 @@ def _groups(runs: list[Planned], varied: list[str]) -> dict[str, list[Planned]]:
 
 
 def _last_eval(run_dir: Path) -> dict:
-    rows = read_metrics(run_dir)
+    rows = run_folder.read_metrics(run_dir / "metrics.jsonl")
     evals = [r for r in rows if any(k.startswith("routing/") for k in r)]
     return evals[-1] if evals else {}
 
@@ -379,7 +364,8 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
     fig = Figure(figsize=(7, 6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     for g, members in groups.items():
-        logs = [read_metrics(r.run_dir) for r in members if (r.run_dir / "metrics.jsonl").exists()]
+        paths = [r.run_dir / "metrics.jsonl" for r in members]
+        logs = [run_folder.read_metrics(p) for p in paths if p.exists()]
         cfg = json.loads((members[0].run_dir / "config.json").read_text()) if logs else {}
         task_key = f"reward/{cfg.get('task_reward')}"
         n = min((len(rows) for rows in logs), default=0)
@@ -403,6 +389,7 @@ def plot_routing(runs: list[Planned], varied: list[str], out_dir: Path) -> list[
 @errors.cli
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description=__doc__.splitlines()[0],
         epilog="Other flags (e.g. --reward happy) are passed to every train.py run.",
     )

@@ -27,16 +27,18 @@ from tqdm import tqdm
 import checkpoint
 import distributed
 import errors
+import eval_hook
 import eval_routing
-import evaluate
 import grpo
 import hacks
 import lora
 import policy_update
+import precision
 import quant
 import reward_refresh
 import rewards
 import routing
+import run_folder
 import runlog
 import strict_json
 import tasks
@@ -89,6 +91,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         records + eval_records,
         cfg.share_prefix,
         refresh=bool(cfg.reward_refresh),
+        policy=cfg.model,
     )
     if reward_fn is not None and cfg.reward_refresh:
         raise ConfigError(
@@ -119,8 +122,10 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     model.train()
     warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))
     schedule = optim.join_schedules([warmup, lambda _: cfg.lr], [max(cfg.warmup_steps, 1)])
-    optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
-    optimizer.init(model.trainable_parameters())
+    # float32 moments, and float32 master weights under half-precision ones (precision.py)
+    optimizer = precision.adamw(
+        model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     return Run(
         cfg=cfg,
@@ -276,7 +281,7 @@ def train_step(r: Run, step: int) -> dict:
     r.controller.update(m["kl_mean"], len(b.records) * cfg.group_size)
     due = cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
     if due and distributed.is_main():  # only rank 0 logs it
-        m |= evaluate.evaluate(
+        m |= eval_hook.evaluate(
             r.policy,
             r.scorer,
             r.eval_records,
@@ -338,7 +343,11 @@ def run(
     last_saved = start
     with checkpoint.StopOnSignal() as stop:
         for step in range(start + 1, cfg.steps + 1):
-            m = train_step(r, step)
+            try:
+                m = train_step(r, step)
+            except precision.NonFiniteError as e:  # the error line goes below the bar
+                bar.close()
+                raise precision.NonFiniteError(f"step {step}: {e}") from e
             bar.update(1)
             bar.set_postfix(
                 reward=f"{m['reward_mean']:.3f}",
@@ -381,7 +390,7 @@ def run_summary(run_dir: Path) -> dict:
     """What `--json` prints when a run stops: its folder, newest checkpoint and last step's
     metrics (the whole curve is RUN_DIR/metrics.jsonl)."""
     metrics = run_dir / "metrics.jsonl"
-    rows = runlog.MetricsLog.read(metrics) if metrics.exists() else []
+    rows = run_folder.read_metrics(metrics)
     latest = checkpoint.latest(run_dir) if (run_dir / "latest").exists() else None
     last = rows[-1] if rows else None
     return {"run_dir": str(run_dir), "checkpoint": str(latest) if latest else None,

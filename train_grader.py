@@ -300,7 +300,7 @@ def figures(records, probs) -> dict:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--out", default=DEFAULT_GRADER, help="grader folder to write")
     p.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of the head")
     p.add_argument("--steps", type=int, default=600, help="Adam steps of the head")

@@ -44,6 +44,7 @@ import checkpoint
 import distributed
 import errors
 import flags
+import precision
 import reward_model
 import rm_data
 import runlog
@@ -90,7 +91,10 @@ class RMTrainConfig:
     eval_every: int = _f(25, "validation accuracy every N steps (and at the end)")
     val_limit: int | None = _f(None, "validate on the val split's first N records (default: all)")
     seed: int = _f(0, "seed for data order and LoRA init")
-    dtype: str | None = _f(None, "float32 | float16 | bfloat16 (default: backend's)")
+    dtype: str | None = flags.dtype_option()
+    max_failed_updates: int = _f(
+        3, "stop after this many non-finite updates in a row (each skipped or rolled back)"
+    )
     tensorboard: bool = _f(True, "TensorBoard events in WORK/tb (tensorboard --logdir runs)")
     broken_negatives: int = _f(
         0, "add N broken variants (cut, shuffled, repeat, filler) of each better answer as worse"
@@ -104,7 +108,8 @@ class RMTrainConfig:
     extra_repeat: int = _f(1, "train on each --extra-pairs train pair this many times per epoch")
 
     def __post_init__(self):
-        for name in ("steps", "batch_pairs", "eval_every"):
+        backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
+        for name in ("steps", "batch_pairs", "eval_every", "max_failed_updates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         if self.val_limit is not None and self.val_limit < 1:
@@ -233,8 +238,11 @@ class Trainer:
             ],
             [warm],
         )
-        self.optimizer = optim.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
-        self.optimizer.init(self.rm.trainable_parameters())
+        self.optimizer = precision.adamw(
+            self.rm.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
+        )
+        fix = backend.overflow_fix(self.rm.backbone.model.norm.weight.dtype)
+        self.failures = precision.Failures(cfg.max_failed_updates, fix)
         self.epoch, self.position, self.step = 0, 0, 0
         self.best = {"val_accuracy": -1.0, "step": 0}
         self.best_weights = None
@@ -277,16 +285,16 @@ class Trainer:
             {"loss": loss * share, "main": main * share, "acc": acc * share, "tokens": n_tokens}
         )
         loss, main, acc = sums["loss"], sums["main"], sums["acc"]
-        grads, norm = optim.clip_grad_norm(grads, self.cfg.max_grad_norm)
+        grads, norm = precision.clip_grad_norm(grads, self.cfg.max_grad_norm)
         mx.eval(loss, main, acc, grads, norm)
-        if not (math.isfinite(loss.item()) and math.isfinite(norm.item())):
-            dtype = self.rm.backbone.model.embed_tokens.weight.dtype
-            raise FloatingPointError(
-                f"non-finite loss {loss.item()} (gradient norm {norm.item()}) at step "
-                f"{self.step + 1}, backbone {dtype}: {backend.overflow_fix(dtype)}"
-            )
-        self.optimizer.update(self.rm, grads)
-        mx.eval(self.rm.trainable_parameters(), self.optimizer.state)
+        outcome = "skipped"
+        if math.isfinite(loss.item()) and math.isfinite(norm.item()):
+            ok = precision.guarded_update(self.optimizer, self.rm, grads)
+            outcome = "applied" if ok else "rolled_back"
+        where = f"step {self.step + 1} (loss {loss.item()}, gradient norm {norm.item()})"
+        self.failures.record(outcome, where)
+        if outcome != "applied":
+            tqdm.write(f"{where}: update {outcome}: {self.failures.counts}", file=sys.stderr)
         self.step += 1
         return {
             "loss": loss.item(),
@@ -295,6 +303,8 @@ class Trainer:
             "grad_norm": norm.item(),
             "lr": self.optimizer.learning_rate.item(),
             "tokens": int(sums["tokens"]),
+            "skipped_steps": self.failures.counts["skipped_steps"],
+            "rolled_back_steps": self.failures.counts["rolled_back_steps"],
         }
 
     def evaluate(self) -> dict:
@@ -318,6 +328,7 @@ class Trainer:
             "position": self.position,
             "best": self.best,
         }
+        precision.check_finite((self.rm.parameters(), self.optimizer.state), f"state {path}")
         with atomic_folder(path) as tmp:
             weights = reward_model.trained_weights(self.rm)
             mx.save_safetensors(str(tmp / "weights.safetensors"), weights)
@@ -386,7 +397,11 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
     start = time.perf_counter()
     with checkpoint.StopOnSignal() as stop:
         while t.step < cfg.steps:
-            m = t.train_step()
+            try:
+                m = t.train_step()
+            except precision.NonFiniteError:
+                bar.close()  # the error line goes below the bar
+                raise
             stopping = distributed.any_rank(stop.raised)  # every rank stops at the same step
             if t.step % cfg.eval_every == 0 or t.step == cfg.steps:
                 m |= t.evaluate()
@@ -432,7 +447,9 @@ def train(cfg: RMTrainConfig, resume: bool = False) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Train a Bradley-Terry reward model (rl-values).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Train a Bradley-Terry reward model (rl-values)."
+    )
     p.add_argument("--resume", action="store_true", help="continue OUT.run/state if present")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     flags.add_flags(p, RMTrainConfig)

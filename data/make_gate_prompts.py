@@ -96,7 +96,7 @@ def falseqa_pairs(shared: Path, n: int, seed: int, skip: set[str]) -> list[dict]
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="JSONL to write (outside git: FalseQA's rows)")
     p.add_argument("--falseqa-pairs", type=int, default=300, help="FalseQA minimal pairs drawn")
     p.add_argument("--seed", type=int, default=0)

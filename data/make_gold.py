@@ -229,7 +229,9 @@ def check_paths(a, checkpoints: set[str]) -> None:
 
 @errors.cli
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description="Sample the gold set's answers (labelled by hand).")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description="Sample the gold set's answers (labelled by hand)."
+    )
     p.add_argument("--prompts", default=os.path.join(ROOT, EVAL_PROMPTS))
     p.add_argument(
         "--checkpoints",

@@ -54,7 +54,7 @@ def happy_eval_records(directory=SOURCES) -> list[dict]:
 
 @errors.cli
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory for the JSONL file (default data/)")
     args = parser.parse_args(argv)
     output_folder(args.out)

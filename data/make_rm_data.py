@@ -614,7 +614,7 @@ def report(pairs, ext, labels, dropped):
 
 @errors.cli
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="directory for the JSONL files (default data/)")
     args = parser.parse_args(argv)
     output_folder(args.out)

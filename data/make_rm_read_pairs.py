@@ -91,7 +91,7 @@ def build(rows: list[dict], banned: set[str], per_prompt: int, seed: int) -> lis
 
 @errors.cli
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "data"), help=f"folder for {OUT_NAME}")
     ap.add_argument("--per-prompt", type=int, default=6, help="most pairs one prompt gives")
     ap.add_argument("--seed", type=int, default=0)

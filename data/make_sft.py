@@ -252,7 +252,7 @@ def write(path: Path, records: list[dict]) -> None:
 
 @errors.cli
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Build data/sft/ for sft.py.")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="Build data/sft/ for sft.py.")
     p.add_argument("--falseqa", type=int, default=0, help="also write N + N FalseQA records")
     p.add_argument("--seed", type=int, default=0, help="seed of the FalseQA draw")
     p.add_argument(

@@ -47,9 +47,21 @@ def smollm():
 @pytest.fixture
 def float32_loads(monkeypatch):
     """Models built or loaded in this test are float32 on every backend (Metal and CUDA default
-    to float16): for checks at float32 tolerances. `GWEN_DTYPE=float16 pytest` runs the rest of
-    the suite at the half-precision default on CPU (knowledge/open_items.md)."""
+    to the checkpoint's own dtype, bfloat16 for most): for checks at float32 tolerances.
+    `GWEN_DTYPE=float16 pytest` runs the rest of the suite in half precision on CPU
+    (knowledge/open_items.md, knowledge/precision.md)."""
     monkeypatch.setenv("GWEN_DTYPE", "float32")
+
+
+@pytest.fixture(scope="session")
+def qwen3_dir(tmp_path_factory):
+    """A tiny Qwen3 HF folder with a Qwen-style tokenizer and chat template, bfloat16 weights
+    (tests/helpers.py `save_qwen3_checkpoint`), built once per session: a user's own model."""
+    from helpers import save_qwen3_checkpoint
+
+    path = tmp_path_factory.mktemp("qwen3") / "tiny-qwen3"
+    save_qwen3_checkpoint(path)
+    return path
 
 
 # ------------------------------------------------------------------- the fast tier stays fast

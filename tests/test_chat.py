@@ -164,3 +164,77 @@ def test_reward_components_check_the_reward_model_folder(tmp_path):
     assert [c.label for c in chat.reward_components(None)] == ["rubric"]
     with pytest.raises(ValueError, match="train_rm.py"):
         chat.reward_components(str(tmp_path))
+
+
+def chat_request(qwen3_dir, reward_model: str | None, monkeypatch) -> dict:
+    """chat.py's start-up and one request on the Qwen3 fixture with only `--model` (and
+    `--reward-model` when given), through the page's handlers (a stand-in for gradio): an
+    answer, then its scores on request; counts when the scorers are built."""
+    argv = ["--model", str(qwen3_dir), "--port", str(free_port())]
+    args = chat.build_parser().parse_args(
+        argv + (["--reward-model", reward_model] * bool(reward_model))
+    )
+    components = chat.check_args(args)
+    models, judge = chat.load_models(args.model, None, None, mx.float32)
+    monkeypatch.setattr(rewards, "_noted", set())  # a note once per process: this one's own
+    built = []
+    build = chat.build_scorers
+    monkeypatch.setattr(chat, "build_scorers", lambda *a: built.append(1) or build(*a))
+    scorers = chat.lazy_scorers(components, judge, models[0][1].tokenizer, args.model[0])
+    worker, stop, got = chat.ModelThread(), threading.Event(), {}
+
+    class Gradio:
+        Error = RuntimeError
+
+    respond, score_latest = chat.handlers(Gradio, models, ["Q"], scorers, worker)
+
+    def client():
+        try:
+            outs = list(respond("Why is the sky green?", [], 0.0, 1.0, 6, 0, False))
+            got["built_after_answer"] = len(built)
+            got["history"], got["latest"] = outs[-1][1], outs[-1][2]
+            got["table"] = score_latest(got["latest"], "false_premise")
+            score_latest(got["latest"], "false_premise")
+            got["built"] = len(built)
+        except Exception as e:  # noqa: BLE001  (raised below, on the test's thread)
+            got["error"] = e
+        finally:
+            stop.set()
+
+    threading.Thread(target=client).start()
+    worker.serve(stop)
+    if "error" in got:
+        raise got["error"]
+    got["components"] = [c.label for c in components]
+    return got
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_qwen3_model_alone_answers_and_is_scored_only_when_asked(qwen3_dir, monkeypatch):
+    got = chat_request(qwen3_dir, "none", monkeypatch)
+    assert got["components"] == ["rubric"]
+    assert got["history"][-1]["role"] == "assistant"
+    assert got["latest"]["answers"] == [got["history"][-1]["content"]]
+    assert got["built_after_answer"] == 0 and got["built"] == 1  # built once, on request
+    rows = [x for x in got["table"].splitlines() if x.startswith("| **rubric")]
+    assert len(rows) == 1 and "n/a" not in rows[0], got["table"]
+
+
+@pytest.mark.slow  # loads the shipped reward model
+def test_a_qwen3_model_is_scored_by_the_default_reward_model_with_a_note(
+    qwen3_dir, monkeypatch, capsys
+):
+    got = chat_request(qwen3_dir, None, monkeypatch)
+    assert got["components"] == ["rubric", "rm:models/rm-smollm2-135m-v2"]
+    assert got["built_after_answer"] == 0 and got["built"] == 1
+    row = [x for x in got["table"].splitlines() if x.startswith("| **rm:")]
+    assert len(row) == 1 and np.isfinite(float(row[0].split("|")[2])), got["table"]
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: ")]
+    assert len(notes) == 1 and f"train_rm.py --model {qwen3_dir}" in notes[0], notes

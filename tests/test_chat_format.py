@@ -79,3 +79,40 @@ def test_example_turns_come_before_the_user_turn(qwen_tok):
     assert policy.chat_tokens("t9") == qwen_tok.encode(got, add_special_tokens=False)
     plain = tiny_tokenizer(QWEN3["vocab_size"])
     assert chat_text(plain, "t9", examples=shots) == "t5\nt6\n\nt7\nt8\n\nt9"
+
+
+def test_thinking_is_off_in_every_prompt_a_qwen3_model_reads(qwen3_dir):
+    """On the Qwen3 fixture (its own tokenizer and template): the policy's prompt, the judge's,
+    an SFT record's and a reward model's input each end the prompt with Qwen3's closed, empty
+    think block (what its template emits with enable_thinking=False), so nothing asks the model
+    to reason; an open <think> generation prompt appears only when thinking is asked for."""
+    import reward_model
+    import sft
+    from chat_format import chat_text
+
+    policy = Gwen.load(str(qwen3_dir))
+    tok = policy.tokenizer
+    assert chat_text(tok, "Why?") == "<|im_start|>user\nWhy?<|im_end|>\n" + EMPTY_THINK
+    assert chat_text(tok, "Why?", enable_thinking=True).endswith("<|im_start|>assistant\n")
+
+    def closed(ids) -> str:
+        text = tok.decode(ids)
+        assert text.count("<think>") == text.count("</think>") == 1, text
+        assert text.index("<think>") < text.index("</think>"), text
+        return text
+
+    prompt = "Why is the sky green?"
+    assert closed(policy.chat_tokens(prompt)).endswith(EMPTY_THINK)
+    sample = policy.sample_group([prompt], 1, 2, temperature=0.0)
+    assert closed(sample.prompt_tokens[0].tolist()).endswith(EMPTY_THINK)
+    head, rest = Rubric(policy).render("scrutiny", prompt, "false_premise", "It is blue.")
+    assert closed(head + rest).endswith(EMPTY_THINK + "Score: ")
+    record = {"id": "r", "prompt": prompt, "answer": "It is blue, not green."}
+    [(tokens, n_prompt)] = sft.encode_all(tok, [record], 80)
+    assert closed(tokens[:n_prompt]).endswith(EMPTY_THINK)
+    assert tok.decode(tokens[n_prompt:]) == "It is blue, not green.<|im_end|>"
+    cfg = reward_model.RMConfig(base_model=str(qwen3_dir), lora_rank=2)
+    rm = reward_model.build(cfg)
+    head, body = rm.encode_parts(prompt, "It is blue.", "false_premise")
+    assert closed(head).endswith(EMPTY_THINK)
+    assert tok.decode(body) == "It is blue.<|im_end|>"

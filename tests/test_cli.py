@@ -41,9 +41,8 @@ ENTRY_POINTS = {
     "bench_distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
     "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
                     (["--pairs", BAD], "data/rm_pairs.jsonl")),
-    "bench_learning": (["--run-dir", MISSING], ["--steps", "0"],
-                       (["--run-dir", BAD], '{"step": 1, "reward_mean": 0.5}')),
     "bench_logprobs": (None, ["--trials", "2"], None),
+    "bench_precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
     "bench_train": (["--config", MISSING], ["--steps", "1"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
@@ -101,7 +100,7 @@ ENTRY_POINTS = {
     "train_rm": (["--pairs", MISSING], ["--steps", "0"],
                  (["--pairs", BAD], "data/rm_pairs.jsonl")),
 }  # fmt: skip
-RUN_FOLDER = {"bench_learning", "runs"}  # BAD is a run folder holding the bad metrics.jsonl
+RUN_FOLDER = {"runs"}  # BAD is a run folder holding the bad metrics.jsonl
 
 
 def entry_points() -> list[str]:
@@ -477,7 +476,6 @@ MODEL = "MODEL"  # replaced by the broken checkpoint folder
 # entry point -> argv taking a model folder (evaluate: above); each loads it before other work
 MODEL_ENTRY_POINTS = {
     "bench_judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
-    "bench_learning": ["--model", MODEL, "--steps", "1"],
     "bench_rollout": ["--model", MODEL, "--trials", "1", "--skip-mlx-lm"],
     "bench_train": ["--model", MODEL, "--steps", "2"],
     "chat": ["--model", MODEL, "--port", PORT],
@@ -535,3 +533,30 @@ def test_gwen_json_is_one_object_with_every_sample(tmp_path, capsys):
 def test_train_grader_with_reads_needs_write_labels(capsys):
     code, _, err = call("train_grader", ["--with-reads", "data/reads/ctl_disputes_grpo5"], capsys)
     assert "--write-labels" in assert_one_error_line(code, err)
+
+
+def test_no_parser_reads_a_flag_by_its_prefix(monkeypatch, capsys):
+    """argparse's prefix matching read chat.py's `--reward rubric` as `--reward-model rubric`:
+    every parser a command or data builder builds (subcommands' too) has allow_abbrev=False."""
+    import argparse
+
+    built = []
+    init = argparse.ArgumentParser.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
+    seen = {}
+    for name in [*sorted(ENTRY_POINTS), *(builder(n).__name__ for n in sorted(BUILDERS))]:
+        del built[:]
+        code, _, _ = call(name, ["--help"], capsys)
+        assert code == 0 and built, (name, code)
+        seen[name] = [p.prog for p in built if p.allow_abbrev]
+    assert not {name: progs for name, progs in seen.items() if progs}
+
+
+def test_a_flag_prefix_is_an_error_not_another_flag(tmp_path, capsys):
+    code, _, err = call("chat", ["--model", "smollm2-135m", "--reward-m", "none"], capsys)
+    assert code == 2 and "unrecognized arguments: --reward-m" in err, err

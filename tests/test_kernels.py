@@ -504,3 +504,26 @@ def test_full_kl_against_float64():
         mx.array(wp.astype(np.float32)),
     )
     assert mx.abs(same).max().item() <= 1e-6, "KL of a distribution with itself is 0"
+
+
+def test_metal_kernels_pin_safe_math_and_name_no_device_pointers(monkeypatch):
+    """The Metal sources' -INFINITY masking needs safe math: _kernel pins it. An input of fewer
+    than 8 elements reaches a Metal kernel in `constant` space, so the sources must not bind an
+    input to a `device` pointer (Metal never runs here: these read what would be compiled)."""
+    seen = {}
+
+    def fake_metal_kernel(**kw):
+        seen[kw["name"]] = kw
+        return object()
+
+    monkeypatch.setattr(K.mx.fast, "metal_kernel", fake_metal_kernel)
+    K._kernel.cache_clear()
+    try:
+        for name in K._SIGNATURES:
+            K._kernel(name, "metal")
+    finally:
+        K._kernel.cache_clear()
+    assert set(seen) == {f"rlv_{n}" for n in K._SIGNATURES}
+    for kw in seen.values():
+        assert kw.get("compile_options") == {"math_mode": "safe"}, kw.get("compile_options")
+        assert "device float*" not in kw["source"] + kw["header"], kw["name"]

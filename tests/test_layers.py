@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LOW = {
     "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights", "gguf_cache",
     "chat_format", "prompts", "diversity", "stats", "broken_text", "flags", "errors",
-    "strict_json", "atomic",
+    "strict_json", "atomic", "run_folder", "precision",
 }  # fmt: skip
 # Middle: sampling, the RL math and the loop's parts, rewards and judges.
 MIDDLE = {
     "sampling", "kernels", "gwen", "grpo", "reward_model", "rubric", "rewards", "hacks",
     "reference", "routing", "policy_update", "checkpoint", "distributed", "runlog", "tblog",
     "config", "tasks", "chess_task", "gold", "rollout_batch", "run_state", "reward_refresh",
-    "rm_data",
+    "rm_data", "eval_hook",
 }  # fmt: skip
 LAYERS = {**dict.fromkeys(LOW, 0), **dict.fromkeys(MIDDLE, 1)}  # any other module: 2 (high)
 LAYER_NAMES = ("low", "middle", "high")

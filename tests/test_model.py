@@ -280,3 +280,29 @@ def test_config_errors_name_the_problem():
     nested = {k: v for k, v in QWEN3.items() if k != "rope_theta"}
     nested["rope_parameters"] = {"rope_theta": 5e5, "rope_type": "default"}
     assert ModelArgs.from_config(nested).rope_theta == 5e5
+
+
+def test_qwen3_fixture_loads_as_mlx_lm_loads_it(qwen3_dir):
+    """The tiny Qwen3 HF folder (bfloat16 weights, Qwen-style tokenizer): our loader and
+    mlx_lm.load read the same weights, tokens and chat prompt, and the logits agree (both in
+    float32 from the same bfloat16 values); mlx_lm's EOS set holds <|im_end|>."""
+    import mlx_lm
+
+    import load_weights
+    from chat_format import chat_tokens
+
+    ours, tok = load_weights.load(str(qwen3_dir), mx.float32)
+    ref, ref_tok = mlx_lm.load(str(qwen3_dir))
+    assert {p.dtype for _, p in mlx.utils.tree_flatten(ref.parameters())} == {mx.bfloat16}
+    ref.update(mlx.utils.tree_map(lambda p: p.astype(mx.float32), ref.parameters()))
+    messages = [{"role": "user", "content": "Why is the sky blue? It's 42."}]
+    ids = chat_tokens(tok, messages[0]["content"])
+    ref_text = ref_tok.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert ids == ref_tok.encode(ref_text, add_special_tokens=False)
+    assert tok.eos_token_id in ref_tok.eos_token_ids
+    tokens = mx.array([ids])
+    diff = mx.abs(ours(tokens) - ref(tokens)).max().item()
+    assert diff <= 1e-4, f"max |ours - mlx_lm| = {diff}"
+    assert ours(tokens).shape[-1] == ours.args.vocab_size > len(tok)  # rows past the tokenizer

@@ -1,6 +1,7 @@
-"""Every `uv run ...` command of README.md runs, as written or with only its sizes turned down.
+"""Every `uv run ...` command of README.md and knowledge/usage.md runs, as written or with only its
+sizes turned down.
 
-The README's fenced bash blocks are parsed (`\\` continuations joined, `# comments` dropped) and
+The two pages' fenced bash blocks are parsed (`\\` continuations joined, `# comments` dropped) and
 each `uv run` command must have an entry in CASES, keyed by its exact text: how the test runs it
 (size flags changed or added, placeholders such as `runs/<name>` filled with runs that earlier
 cases made) and what it must produce (a file, a JSON key, a line). A README command missing from
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import QWEN3, save_checkpoint, tiny_model
+from helpers import QWEN3, save_checkpoint, save_qwen3_checkpoint, tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -34,6 +35,9 @@ SMALL = "--prompts-per-step 1 --group-size 2 --max-new-tokens 6 --eval-every 0"
 # A tiny random Qwen3 checkpoint the `repo` fixture writes, for commands whose figures do not
 # matter here and whose real-model run costs most (bench_distributed.py).
 TINY = "models/tiny-readme"
+# A tiny Qwen3 with a Qwen-style tokenizer and chat template (helpers.save_qwen3_checkpoint), the
+# `repo` fixture writes it too: a user's own model through the main commands (QWEN3_CASES).
+QWEN = "models/tiny-qwen3"
 pytestmark = pytest.mark.slow
 
 
@@ -133,6 +137,7 @@ CASES = {
         check=metrics_lines("main", 2),
     ),
     "uv run pytest": Case(skip="the suite itself: this test runs inside it"),
+    'uv run pytest -m "not slow"': Case(skip="the fast tier of the suite this test runs inside"),
     'uv run python gwen.py --model smollm2-135m --prompt "What is the capital of France?" '
     "--temperature 0 --max-new-tokens 32": Case(check=out_has("Paris")),
     "uv run python chat.py --model smollm2-135m --model runs/<name>": Case(
@@ -344,14 +349,109 @@ CASES = {
     ),  # fmt: skip
 }
 
-README_CMDS = readme_commands((ROOT / "README.md").read_text())
+
+def noted(present: bool):
+    """The reward model's note (another base than the policy) is printed once, or not at all."""
+
+    def check(r, repo):
+        notes = [x for x in r.stderr.splitlines() if x.startswith("note: reward model")]
+        assert len(notes) == int(present), (notes, r.stderr[-2000:])
+        if present:
+            assert f"train_rm.py --model {QWEN}" in notes[0], notes
+
+    return check
+
+
+def answered(n: int):
+    """gwen.py printed an answer and its `[n tokens in ...]` line."""
+
+    def check(r, repo):
+        assert r.stdout.strip() and f"[{n} tokens in " in r.stderr, (r.stdout, r.stderr[-2000:])
+
+    return check
+
+
+def both(*checks):
+    def check(r, repo):
+        for c in checks:
+            c(r, repo)
+
+    return check
+
+
+QWEN_MAIN = f"uv run python train.py --model {QWEN} --steps 1"
+# Beyond the README's own lines: the main commands on a user's Qwen3 model, each with its
+# defaults (rewards, judge, grader, data) and only its sizes turned down. The reward model on the
+# user's model, evaluate with its default rewards and the chat page run as the README's "Qwen3-0.6B
+# on a Mac" lines below; test_chat.py starts chat.py with --model alone. The sft case raises
+# --max-answer-tokens: the fixture's 4,000-token BPE spends ~1.2x SmolLM2's tokens per answer
+# (knowledge/qwen3.md). The export command's case (export.py --model QWEN --out DIR) goes here.
+QWEN3_CASES = {
+    QWEN_MAIN: Case(
+        add=f"{SMALL} --run-name qwen",
+        check=both(metrics_lines("qwen", 1), noted(True)),
+    ),
+    f'uv run python gwen.py --model {QWEN} --prompt "What is the capital of France?" '
+    "--temperature 0 --max-new-tokens 8": Case(check=answered(8)),
+    f"uv run python sft.py --model {QWEN} --data data/sft/written.jsonl --run-name qwen-warm": Case(
+        add="--epochs 1 --steps 1 --batch-size 2 --val-fraction 0.01 --max-answer-tokens 128 "
+        "--json",
+        check=run_file("runs/sft/qwen-warm/checkpoints/step_000001/adapters.safetensors"),
+    ),
+    f"uv run python quantize.py --model {QWEN} --bits 8 --json": Case(
+        add="--limit 1 --max-new-tokens 4 --speed-batch 1 --speed-tokens 2",
+        check=last_json("bits"),
+    ),
+    f"uv run python eval_task.py --task chess --model {QWEN} --json": Case(
+        add="--limit 2 --max-new-tokens 6", check=last_json("eval/reward")
+    ),
+}  # fmt: skip
+
+# The README's "Qwen3-0.6B on a Mac" lines: the hub id becomes the tiny Qwen3 fixture.
+HUB_QWEN = {"Qwen/Qwen3-0.6B": QWEN}
+MAC_RM = (
+    "uv run python train_rm.py --model Qwen/Qwen3-0.6B --pairs data/rm_pairs.jsonl "
+    "--broken-negatives 1 --train-layers 8 --steps 400 --out models/rm-qwen3-0.6b"
+)
+MAC_RUN = "uv run python train.py --config recipes/qwen3_0.6b_values.json"
+CASES |= {
+    MAC_RM: Case(
+        sub={**HUB_QWEN, "--steps 400": "--steps 1"},
+        add="--val-limit 4 --no-tensorboard --max-prompt-tokens 32 --max-response-tokens 32",
+        check=run_file("models/rm-qwen3-0.6b/rm_config.json"),
+    ),
+    "uv run python evaluate.py --model Qwen/Qwen3-0.6B --prompts data/eval.jsonl "
+    "--report reports/qwen3-base": Case(
+        sub=HUB_QWEN, add="--limit 2 --max-new-tokens 6",
+        check=both(run_file("reports/qwen3-base/report.md"), noted(True)),
+    ),
+    MAC_RUN: Case(
+        add=f"--model {QWEN} --steps 1 --prompts-per-step 2 --group-size 2 --max-new-tokens 6 "
+        "--eval-every 0 --run-name qwen3_values",
+        needs=(MAC_RM,),
+        check=both(metrics_lines("qwen3_values", 1), noted(False)),
+    ),
+    "uv run python evaluate.py --model Qwen/Qwen3-0.6B --model runs/qwen3_values "
+    "--prompts data/eval.jsonl --report reports/qwen3": Case(
+        sub=HUB_QWEN, add="--limit 2 --max-new-tokens 6", needs=(MAC_RUN,),
+        check=run_file("reports/qwen3/report.md"),
+    ),
+    "uv run python chat.py --model Qwen/Qwen3-0.6B --model runs/qwen3_values": Case(
+        sub=HUB_QWEN, needs=(MAC_RUN,), server=True
+    ),
+}  # fmt: skip
+ALL_CASES = {**CASES, **QWEN3_CASES}
+
+# The README and the long usage page it links: every command of either keeps a case.
+DOCS = ("README.md", "knowledge/usage.md")
+README_CMDS = list(dict.fromkeys(readme_commands("\n".join((ROOT / d).read_text() for d in DOCS))))
 
 
 def test_every_readme_command_has_a_case():
     missing = [c for c in README_CMDS if c not in CASES]
     stale = [c for c in CASES if c not in README_CMDS]
     assert not missing, f"README commands without a case in CASES: {missing}"
-    assert not stale, f"CASES keys no longer in README.md: {stale}"
+    assert not stale, f"CASES keys in neither {DOCS}: {stale}"
 
 
 @pytest.fixture(scope="module")
@@ -367,6 +467,7 @@ def repo(tmp_path_factory):
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     save_checkpoint(tiny_model(QWEN3, seed=3), QWEN3, dest / TINY)
+    save_qwen3_checkpoint(dest / QWEN)
     (dest / "my_rewards.yaml").write_text(
         "components:\n  - {name: happy, weight: 0.5}\n"
         "  - {name: fn, file: my_rewards.py, function: shout, weight: 0.5}\n"
@@ -403,7 +504,7 @@ DONE: dict[str, subprocess.CompletedProcess] = {}
 
 def run_case(command: str, repo: Path):
     """Run a README command (its needs first, each once per session); check what it made."""
-    case = CASES[command]
+    case = ALL_CASES[command]
     if command in DONE:
         return DONE[command]
     for need in case.needs:
@@ -463,4 +564,11 @@ def test_readme_command_runs(command, repo):
         pytest.fail(f"no case for README command: {command}")
     if case.skip:
         pytest.skip(case.skip)
+    run_case(command, repo)
+
+
+@pytest.mark.parametrize(
+    "command", list(QWEN3_CASES), ids=[f"qwen3-{i:02d}" for i in range(len(QWEN3_CASES))]
+)
+def test_qwen3_command_runs(command, repo):
     run_case(command, repo)

@@ -16,6 +16,7 @@ from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import lora
+import precision
 import reward_model
 import rm_data
 import stats
@@ -168,7 +169,7 @@ def test_trains_on_a_hand_made_preference_and_round_trips(base, tmp_path, float3
 
 
 @pytest.mark.slow  # 30 float16 training steps on the CPU (~15 s)
-def test_trains_at_half_precision_the_metal_and_cuda_default(base, tmp_path):
+def test_trains_at_float16(base, tmp_path):
     # float16 backbone (LoRA and head stay float32): a learning rate a real run would use trains
     # to the same accuracy with finite losses; 3e-2 (above) overflowed float16 at step 12 on CPU
     pairs = write_pairs(tmp_path / "pairs.jsonl")
@@ -189,11 +190,13 @@ def test_trains_at_half_precision_the_metal_and_cuda_default(base, tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_a_non_finite_loss_stops_the_run_naming_the_fix(base, tmp_path, monkeypatch, dtype):
+def test_non_finite_losses_stop_the_run_naming_the_fix(base, tmp_path, monkeypatch, dtype):
+    """Each non-finite loss skips its update; max_failed_updates in a row stop the run with one
+    user error naming the fix, and no reward model is written."""
     cfg = train_rm.RMTrainConfig(
         model=base, pairs=write_pairs(tmp_path / "pairs.jsonl"), out=str(tmp_path / "rm"),
-        work=str(tmp_path / "work"), steps=3, batch_pairs=4, lora_rank=4, max_prompt_tokens=8,
-        dtype=dtype,
+        work=str(tmp_path / "work"), steps=5, batch_pairs=4, lora_rank=4, max_prompt_tokens=8,
+        dtype=dtype, max_failed_updates=3,
     )  # fmt: skip
     real = train_rm.Trainer.loss_fn
 
@@ -203,7 +206,7 @@ def test_a_non_finite_loss_stops_the_run_naming_the_fix(base, tmp_path, monkeypa
 
     monkeypatch.setattr(train_rm.Trainer, "loss_fn", nan_loss)
     fix = "--dtype float32" if dtype == "float16" else "lower --lr$"
-    with pytest.raises(FloatingPointError, match=f"step 1, backbone mlx.core.{dtype}: .*{fix}"):
+    with pytest.raises(precision.NonFiniteError, match=f"3 updates in a row.*step 3 .*{fix}"):
         train_rm.train(cfg)
     assert not (tmp_path / "rm").exists()
 
@@ -276,7 +279,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert err.startswith("error: ") and "Traceback" not in err
 
 
-def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path):
+def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path, capsys):
     from helpers import LLAMA, tiny_tokenizer
 
     import train
@@ -303,8 +306,59 @@ def test_grpo_trains_against_a_reward_model_and_a_mix(base, tmp_path):
         row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
         assert math.isfinite(row["reward_mean"]) and math.isfinite(row["loss"])
     other = Gwen(tiny_model(LLAMA), tiny_tokenizer(LLAMA["vocab_size"]))
-    with pytest.raises(ValueError, match="different tokenizer than the policy"):
-        train.run(train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x"), policy=other)
+    cfg = train.TrainConfig(**common, reward=f"rm:{rm_dir}", run_name="x")
+    run_dir = train.run(cfg, policy=other)
+    row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+    assert math.isfinite(row["reward_mean"])
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: ")]
+    assert len(notes) == 1 and "train_rm.py --model tiny" in notes[0], notes
+
+
+def test_a_reward_model_reads_another_tokenizers_policy_as_text(
+    base, qwen3_dir, tmp_path, capsys, monkeypatch
+):
+    """A reward model on a word-level base scoring a Qwen3 policy: the scorer the loop builds
+    (the policy's tokenizer in its context) gives the reward model's scores of the policy's
+    decoded text, which are its scores of the same text given directly, which are a forward
+    over its own tokenizer's ids of that text; one `note:` line names train_rm.py on the
+    policy's model."""
+    import rewards
+    from gwen import Gwen
+
+    rm = reward_model.build(rm_config(base, lora_rank=0, head_only=True))
+    mx.random.seed(0)
+    rm.score_head.weight = mx.random.normal(rm.score_head.weight.shape)
+    rm_dir = reward_model.save(rm, tmp_path / "rm")
+    policy = Gwen.load(str(qwen3_dir))
+    monkeypatch.setattr(rewards, "_noted", set())
+    written = ["t21 t5 t5", "t22 t6 t6", "t30 t31", "Why is the sky blue? It's 42."]
+    qwen = policy.tokenizer
+    # the policy's path: its token ids, decoded (gwen.decode_texts); byte-level BPE gives back
+    # the text it encoded, so the reward model reads what the policy wrote
+    ids = [qwen.encode(t, add_special_tokens=False) for t in written]
+    assert all(len(i) > 1 for i in ids[:3]), ids  # several Qwen tokens per word-level token
+    decoded = [qwen.decode(i, skip_special_tokens=True) for i in ids]
+    assert decoded == written
+    sampled = policy.sample_group(["t20 t30 t40"], 2, 6, seed=0).texts
+    texts = decoded + sampled
+    prompts, cats = ["t20 t30 t40"] * len(texts), ["control"] * len(texts)
+    ctx = rewards.RewardContext(tokenizer=qwen, policy=str(qwen3_dir))
+    scorer = rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)
+    got = scorer(prompts, texts, cats).values
+    rm = reward_model.load(rm_dir)
+    direct = rm.score(prompts, [*written, *sampled], cats, share_prefix=False)
+    seqs = [rm.encode(p, t, c) for p, t, c in zip(prompts, texts, cats, strict=True)]
+    word_ids = [rm.tokenizer.encode(t.strip(), add_special_tokens=False) for t in written]
+    assert [s[-len(w) - 1 : -1] for s, w in zip(seqs, word_ids, strict=False)] == word_ids
+    by_hand = [rm(mx.array([s]), mx.array([0])).item() for s in seqs]
+    np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(direct, by_hand, rtol=1e-4, atol=1e-4)
+    assert np.ptp(got) > 1e-4, got  # the scores tell the texts apart
+    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: ")]
+    assert len(notes) == 1, notes
+    assert f"train_rm.py --model {qwen3_dir}" in notes[0] and repr(base) in notes[0], notes
+    rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)  # the same pair: no new note
+    assert "note: " not in capsys.readouterr().err
 
 
 def test_classifier_mode_learns_labelled_answers(base, tmp_path):

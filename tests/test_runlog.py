@@ -11,6 +11,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from run_folder import read_metrics
 from runlog import MetricsLog, RolloutDB, plot_run
 
 
@@ -40,9 +41,9 @@ def test_metrics_append_read_and_non_finite_as_null(tmp_path):
     log.append(2, {"loss": float("nan"), "kl_mean": float("inf"), "flag": True})
     lines = path.read_text().splitlines()
     assert len(lines) == 2
-    assert [json.loads(ln) for ln in lines] == MetricsLog.read(path)
+    assert [json.loads(ln) for ln in lines] == read_metrics(path)
     assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
-    assert MetricsLog.read(path) == [
+    assert read_metrics(path) == [
         {"step": 1, "loss": 0.5, "kl_mean": 0.25, "n": 3.0, "lr": 2.0},
         {"step": 2, "loss": None, "kl_mean": None, "flag": 1.0},
     ]
@@ -61,9 +62,9 @@ def test_metrics_truncate_after(tmp_path):
     with open(path, "a") as f:
         f.write('{"step": 6, "lo')  # a crash mid-write leaves a line without newline
     log.truncate_after(3)
-    assert [r["step"] for r in MetricsLog.read(path)] == [1, 2, 3]
+    assert [r["step"] for r in read_metrics(path)] == [1, 2, 3]
     log.append(4, {"loss": 40.0})  # the resumed run continues the file
-    assert [r["loss"] for r in MetricsLog.read(path)] == [1.0, 2.0, 3.0, 40.0]
+    assert [r["loss"] for r in read_metrics(path)] == [1.0, 2.0, 3.0, 40.0]
 
 
 # ---------------------------------------------------------------------------------- rollouts

@@ -23,6 +23,7 @@ import checkpoint
 import forced
 import lora
 import opener_gate
+import precision
 import prompts
 import sft
 import stance_pairs
@@ -168,13 +169,22 @@ def test_sft_steps_lower_the_training_loss(tmp_path, base_dir):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_a_non_finite_loss_stops_sft_naming_the_fix(tmp_path, base_dir, monkeypatch, dtype):
-    run = sft.build(_cfg(tmp_path, base_dir, dtype=dtype))
+def test_non_finite_losses_are_skipped_then_stop_sft_naming_the_fix(
+    tmp_path, base_dir, monkeypatch, dtype
+):
+    """A non-finite loss skips its update (counted, the weights untouched); max_failed_updates
+    of them in a row stop the run with one user error naming the fix."""
+    run = sft.build(_cfg(tmp_path, base_dir, dtype=dtype, max_failed_updates=2))
+    before = {k: np.array(v) for k, v in tree_flatten(run.model.trainable_parameters())}
     real = sft.sft_loss
     monkeypatch.setattr(sft, "sft_loss", lambda *a: real(*a) * math.nan)
+    m = sft.train_step(run, np.arange(4))
+    assert m["skipped_steps"] == 1 and m["rolled_back_steps"] == 0, m
+    after = {k: np.array(v) for k, v in tree_flatten(run.model.trainable_parameters())}
+    assert all(np.array_equal(before[k], after[k]) for k in before)
     fix = "--dtype float32" if dtype == "float16" else "lower --lr$"
-    with pytest.raises(FloatingPointError, match=f"weights mlx.core.{dtype}\\): .*{fix}"):
-        sft.train_step(run, np.arange(4))
+    with pytest.raises(precision.NonFiniteError, match=f"2 updates in a row.*step 2 .*{fix}"):
+        sft.train_step(run, np.arange(4), step=1)
 
 
 def test_checkpoint_loads_through_the_resolver_with_the_same_logits(tmp_path, base_dir):

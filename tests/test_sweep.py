@@ -158,7 +158,7 @@ def test_summary_of_a_run_with_a_partial_metrics_line_is_one_error_line(tmp_path
     assert sweep.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
-    assert "metrics.jsonl:2 is not valid JSON" in err and "delete that line" in err, err
+    assert "metrics.jsonl:2 is not valid JSON" in err and "fix or remove that line" in err, err
 
 
 def test_a_run_with_no_finite_reward_is_a_blank_cell_and_json_null(tmp_path, capsys):

@@ -181,6 +181,20 @@ def test_config_file_and_flag_override(tmp_path):
     assert cfg.scale_by_std is False and cfg.kl_target == 0.1
 
 
+def test_kl_coef_zero_turns_the_kl_term_and_the_reference_off(capsys):
+    """An explicit --kl-coef 0 drops the values task's default KL target (with a note) and needs
+    no reference model; a --kl-target the user gives with it is still a contradiction."""
+    parse = train.build_parser().parse_args
+    cfg = train.resolve_config(parse(["--kl-coef", "0"]))
+    assert cfg.kl_coef == 0 and cfg.kl_target is None and not cfg.needs_reference()
+    assert "note: --kl-coef 0 turns the KL term off" in capsys.readouterr().err
+    default = train.resolve_config(parse([]))  # the task's adaptive target stays by default
+    assert default.kl_target == pytest.approx(0.02) and default.needs_reference()
+    assert "note:" not in capsys.readouterr().err
+    with pytest.raises(train.ConfigError, match="kl_coef=0.0 with kl_target=0.05"):
+        train.resolve_config(parse(["--kl-coef", "0", "--kl-target", "0.05"]))
+
+
 def test_the_cli_starts_from_the_tasks_training_settings(tmp_path):
     """train.py's command line (not the library's TrainConfig) starts the values task from the
     settings that learned: LoRA r8 in the top 12 blocks, T 0.8, KL target, truncated answers
@@ -204,7 +218,7 @@ def test_the_cli_starts_from_the_tasks_training_settings(tmp_path):
     cfg = train.resolve_config(parse(["--kl-target", "none", "--kl-coef", "0"]))
     assert (cfg.kl_target, cfg.kl_coef) == (None, 0.0)
     with pytest.raises(train.ConfigError, match="kl_coef=0.0 with kl_target=0.02.*none"):
-        train.resolve_config(parse(["--kl-coef", "0"]))
+        train.resolve_config(parse(["--kl-coef", "0", "--kl-target", "0.02"]))
     chess = train.resolve_config(parse(["--task", "chess"]))
     assert (chess.lora_rank, chess.temperature) == (0, train.TrainConfig.temperature)
     with pytest.raises(train.ConfigError, match="task 'go'"):
@@ -237,11 +251,11 @@ def test_criterion_means_skip_missing_and_failed_scores():
 
 
 def test_pushback_detector():
-    import evaluate
+    from rewards import pushes_back
 
-    assert evaluate.pushes_back("Actually, the Great Wall is not visible from the Moon.")
-    assert evaluate.pushes_back("That is a common MISCONCEPTION.")
-    assert not evaluate.pushes_back("Octopuses have three hearts because gills need pressure.")
+    assert pushes_back("Actually, the Great Wall is not visible from the Moon.")
+    assert pushes_back("That is a common MISCONCEPTION.")
+    assert not pushes_back("Octopuses have three hearts because gills need pressure.")
 
 
 def test_prefix_shared_logprobs_equal_unshared_forward():
