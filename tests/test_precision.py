@@ -232,6 +232,7 @@ def metrics(run_dir):
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # half-precision training steps on the CPU: ~20 s each on 2 cores
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_full_fine_tune_leaves_finite_weights_and_float32_state(
     tmp_path, monkeypatch, dtype
