@@ -111,6 +111,20 @@ def last_json(*keys):
     return check
 
 
+def exported(folder):
+    """export.py's folder: an HF config, a GGUF, and mlx_lm loads it on its own."""
+
+    def check(r, repo):
+        import mlx_lm
+
+        assert (repo / folder / "config.json").is_file(), r.stdout[-2000:]
+        assert list((repo / folder).glob("*.gguf")), sorted((repo / folder).iterdir())
+        model, tokenizer = mlx_lm.load(str(repo / folder))
+        assert tokenizer.chat_template and model.args.num_hidden_layers > 0
+
+    return check
+
+
 MAIN = "uv run python train.py --model smollm2-135m --steps 3"
 CHESS = "uv run python train.py --model smollm2-135m --task chess --lora-rank 16"
 HAPPY = "uv run python train.py --model smollm2-135m --reward happy --steps 60"
@@ -325,6 +339,8 @@ CASES = {
         needs=(RM,),
         check=run_file("models/my-rm-q8/rm_config.json"),
     ),  # fmt: skip
+    "uv run python export.py --model models/values-smollm2-135m --out exported/values-smollm2-135m "
+    "--gguf": Case(check=exported("exported/values-smollm2-135m")),
     "uv run mlx.launch -n 2 --backend ring -- python train.py --model smollm2-135m --steps 3": Case(
         sub={"--steps 3": "--steps 1"},
         add="--prompts-per-step 2 --group-size 2 --max-new-tokens 4 --eval-every 0 --run-name dist",
