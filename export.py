@@ -49,18 +49,33 @@ class ExportError(errors.UserError, ValueError):
 
 def source_dtype(src: load_weights.ModelSource) -> str:
     """The dtype the model's weights were made in: the config's `torch_dtype` (transformers 5:
-    `dtype`) of the checkpoint or, for adapters, of their base; float32 for a full checkpoint
-    that records none; a GGUF's float type, or float16 for a quantized GGUF (its scales are)."""
+    `dtype`) of the checkpoint or, for adapters, of their base; for a full checkpoint that
+    records none, its stored float weights' dtype; a GGUF's float type, or float16 for a
+    quantized GGUF (its scales are)."""
     if src.adapters:
         return source_dtype(src.base)
     if src.kind == "gguf":
         file_type = gguf_file_type(src.path)
         return {0: "float32", 32: "bfloat16"}.get(file_type, "float16")
     config = json.loads((src.path / "config.json").read_text())
-    name = config.get("torch_dtype") or config.get("dtype") or "float32"
+    name = config.get("torch_dtype") or config.get("dtype") or stored_dtype(src.path)
     if name not in DTYPES:
         raise ExportError(f"{src.path / 'config.json'}: torch_dtype {name!r}; pass --dtype")
     return name
+
+
+def stored_dtype(folder: Path) -> str:
+    """The dtype of the float tensors in an HF folder's first weight file (read from the
+    safetensors header: 8 bytes of length, then JSON); float32 when there are none."""
+    path = sorted(folder.glob("model*.safetensors"))[:1]
+    if not path:
+        return "float32"
+    with open(path[0], "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    kinds = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    names = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+    floats = sorted(names[k] for k in kinds if k in names)
+    return floats[0] if len(floats) == 1 else "float32"
 
 
 def gguf_file_type(path: Path) -> int | None:
@@ -203,7 +218,7 @@ def run_figures(ckpt: Path) -> dict:
 def write_folder(model: Model, tokenizer, out: Path, dtype: str, a, card: str) -> None:
     """The export folder, written whole or not at all."""
     model.set_dtype(DTYPES[dtype])  # float tensors only; the merged float32 weights are cast
-    float_model = model
+    float_model = quant.dequantized_copy(model) if quant.quantized_layers(model) else model
     if a.q_bits:
         float_model = quant.copy_model(model)
         with errors.as_user_error(ValueError):

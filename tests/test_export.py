@@ -216,6 +216,15 @@ def test_weights_are_saved_in_the_bases_dtype(tmp_path):
     assert {str(w.dtype) for w in weights_of(tmp_path / "f32").values()} == {"mlx.core.float32"}
 
 
+def test_a_checkpoint_without_torch_dtype_keeps_its_stored_dtype(tmp_path):
+    model, folder = hf_folder(tmp_path / "full", "llama", dtype=None)
+    assert export.source_dtype(load_weights.resolve(str(folder))) == "float32"
+    model.set_dtype(mx.bfloat16)
+    weights = dict(mlx.utils.tree_flatten(model.parameters()))
+    mx.save_safetensors(str(folder / "model.safetensors"), weights)
+    assert export.source_dtype(load_weights.resolve(str(folder))) == "bfloat16"
+
+
 def test_a_dual_checkpoint_merges_the_retain_adapter_unless_told_both(tmp_path):
     _, base = hf_folder(tmp_path / "base", "llama")
     dual, ckpt = lora_checkpoint(base, tmp_path / "dual", dual=True)
@@ -358,8 +367,9 @@ SHIPPED_PROMPTS = [
 
 @pytest.fixture(scope="module")
 def shipped_export(tmp_path_factory):
-    """The shipped adapter exported in float32 and in its default dtype, from another working
-    directory than the repository root (its base is named relative to the root)."""
+    """The shipped adapter exported in float32 (with a GGUF) and in its default dtype, from
+    another working directory than the repository root (its base is named relative to the
+    root), and the project's greedy answers on the source."""
     out = tmp_path_factory.mktemp("shipped")
     cwd = os.getcwd()
     os.chdir(out)
@@ -368,31 +378,37 @@ def shipped_export(tmp_path_factory):
             assert run_export("--model", ROOT / SHIPPED, "--out", out / name, *extra) == 0
     finally:
         os.chdir(cwd)
-    return out
+    return out, gwen_greedy(str(ROOT / SHIPPED), SHIPPED_PROMPTS, 48)
 
 
 @pytest.mark.slow
 def test_the_shipped_adapter_exports_and_mlx_lm_answers_as_the_project_does(shipped_export):
-    ours = gwen_greedy(str(ROOT / SHIPPED), SHIPPED_PROMPTS, 48)
-    same_tokens(ours, mlx_lm_greedy(shipped_export / "f32", SHIPPED_PROMPTS, 48))
-    card = (shipped_export / "f32" / "README.md").read_text()
+    folder, ours = shipped_export
+    same_tokens(ours, mlx_lm_greedy(folder / "f32", SHIPPED_PROMPTS, 48))
+    card = (folder / "f32" / "README.md").read_text()
     assert "nonsense-gate-a28" in card and "Held-out figures" in card
 
 
 @pytest.mark.slow
-def test_the_shipped_adapters_default_export_is_half_precision_mlx_lm_reads(shipped_export):
-    folder = shipped_export / "default"
-    config = json.loads((folder / "config.json").read_text())
-    assert config["torch_dtype"] == export.source_dtype(load_weights.resolve(str(ROOT / SHIPPED)))
-    ours = gwen_greedy(str(folder), SHIPPED_PROMPTS, 48)
-    same_tokens(ours, mlx_lm_greedy(folder, SHIPPED_PROMPTS, 48, upcast=True))
+def test_the_shipped_adapters_default_export_in_half_precision_answers_the_same(shipped_export):
+    """The default dtype (float16: the base is the Q4_1 GGUF, whose scales are float16); mlx_lm
+    computes in float32 here (float16 matmuls are slow on this CPU; knowledge/export.md has the
+    float16 run)."""
+    folder, ours = shipped_export
+    config = json.loads((folder / "default" / "config.json").read_text())
+    assert config["torch_dtype"] == "float16"
+    weights = weights_of(folder / "default")
+    assert {str(w.dtype) for w in weights.values()} == {"mlx.core.float16"}
+    same_tokens(ours, mlx_lm_greedy(folder / "default", SHIPPED_PROMPTS, 48, upcast=True))
 
 
 @pytest.mark.slow
 def test_the_shipped_adapters_gguf_reads_back_with_the_same_logits(shipped_export, monkeypatch):
     monkeypatch.setenv("RL_VALUES_CACHE", "off")
-    source, _ = load_weights.load(str(ROOT / SHIPPED), mx.float32)
-    back, _ = load_weights.load(str(next((shipped_export / "f32").glob("*.gguf"))), mx.float32)
-    tokens = mx.array([[1, 9690, 198, 2683, 314, 260, 3575, 282, 4649, 47, 2]])
-    error = mx.abs(back(tokens) - source(tokens)).max().item()
+    folder, _ = shipped_export
+    source, tokenizer = load_weights.load(str(ROOT / SHIPPED), mx.float32)
+    back, back_tokenizer = load_weights.load(str(next((folder / "f32").glob("*.gguf"))), mx.float32)
+    ids = tokenizer.encode("What is the capital of France? 1234 <|im_end|>")
+    assert back_tokenizer.encode("What is the capital of France? 1234 <|im_end|>") == ids
+    error = mx.abs(back(mx.array([ids])) - source(mx.array([ids]))).max().item()
     assert error < 1e-3, f"GGUF logits differ by {error}"
