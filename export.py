@@ -34,7 +34,11 @@ from model import Model
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 DUAL_MERGES = {"retain": (1.0, 0.0), "both": (1.0, 1.0)}  # --adapters: (retain, forget) scales
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
 GGUF_ARCHS = ("llama", "qwen3")  # the architectures the GGUF format names that we write
 WEIGHTS_FILE = "model.safetensors"  # quant.save_model writes it
 GGUF_TYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
@@ -106,6 +110,10 @@ def eos_ids(model: Model, tokenizer) -> list[int]:
 def hf_config(model: Model, tokenizer, dtype: str) -> dict:
     """config.json as transformers writes it, readable by transformers 4 and 5 and mlx_lm."""
     a = model.args
+    if a.model_type not in ARCHITECTURES:
+        raise ExportError(
+            f"model_type {a.model_type!r} has no HF class here ({sorted(ARCHITECTURES)})"
+        )
     theta = float(f"{a.rope_theta:.7g}")
     rope = {"rope_type": "default", **(a.rope_scaling or {}), "rope_theta": theta}
     eos = eos_ids(model, tokenizer)
@@ -178,10 +186,11 @@ def model_card(src, model: Model, dtype: str, a) -> str:
         lines.append("LoRA adapters merged into the weights.")
     lines += [
         "",
-        "    mlx_lm.generate --model DIR --prompt 'Hello'",
+        f"    mlx_lm.generate --model {a.out} --prompt 'Hello'",
         "",
-        "Greedy answers equal rl-values' own sampler's (gwen.py, temperature 0) when the weights "
-        "are float32; in half precision they follow the rounded weights (knowledge/export.md).",
+        "rl-values tests that mlx_lm's greedy answers from such a folder equal its own sampler's "
+        "(gwen.py, temperature 0); half precision rounds the merged weights (rl-values' "
+        "knowledge/export.md has the figures).",
     ]
     if a.gguf:
         lines += ["", f"`{a.gguf_name}`: the same weights as GGUF for llama.cpp-based tools."]
