@@ -412,3 +412,10 @@ def test_the_shipped_adapters_gguf_reads_back_with_the_same_logits(shipped_expor
     assert back_tokenizer.encode("What is the capital of France? 1234 <|im_end|>") == ids
     error = mx.abs(back(mx.array([ids])) - source(mx.array([ids]))).max().item()
     assert error < 1e-3, f"GGUF logits differ by {error}"
+
+
+def test_the_gguf_loader_names_a_pre_tokenizer_it_cannot_rebuild():
+    with pytest.raises(load_weights.LoadError, match=r"'llama-bpe'.*gpt-2, smollm, qwen2"):
+        load_weights._gguf_pre_tokenizer("llama-bpe")
+    with pytest.raises(export.ExportError, match="export without --gguf"):
+        export.gguf_pre_tokenizer({"pre_tokenizer": {"type": "Metaspace"}})
