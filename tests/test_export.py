@@ -201,6 +201,33 @@ def test_a_lora_checkpoint_exports_to_a_folder_mlx_lm_and_transformers_read(lora
     same_tokens(gwen_greedy(str(ckpt), PROMPTS, 12), mlx_lm_greedy(out, PROMPTS, 12))
 
 
+def test_a_run_folder_exports_its_latest_checkpoint_with_its_config_and_figures(tmp_path):
+    import mlx.optimizers as optim
+
+    import checkpoint
+
+    _, base = hf_folder(tmp_path / "base", "llama")
+    adapted, _ = lora_checkpoint(base, tmp_path / "unused")
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": 1, "reward_mean": 0.1}, {"step": 2, "eval/reward_mean": 0.42}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    optimizer = optim.AdamW(learning_rate=1e-3)
+    optimizer.init(adapted.trainable_parameters())
+    config = {"model": str(base), "task": "values", "steps": 2, "lr": 1e-5}
+    lora_cfg = {"rank": 4, "alpha": 8.0, "targets": ["q_proj", "k_proj", "down_proj"]}
+    tokenizer = bpe_tokenizer("smollm")
+    checkpoint.save(run, 2, model=adapted, tokenizer=tokenizer, optimizer=optimizer,
+                    trainer_state={}, config=config, lora_cfg=lora_cfg)  # fmt: skip
+    assert run_export("--model", run, "--out", tmp_path / "out") == 0
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert '"task": "values"' in card and "eval/reward_mean: 0.42" in card, card
+    tokens = mx.array([[5, 17, 33, 2]])
+    merged = Model(adapted.args)
+    merged.load_weights(list(weights_of(tmp_path / "out").items()), strict=True)
+    assert mx.abs(merged(tokens) - adapted(tokens)).max().item() < 1e-4
+
+
 def test_weights_are_saved_in_the_bases_dtype(tmp_path):
     _, base = hf_folder(tmp_path / "base", "qwen3", dtype="bfloat16")
     adapted, ckpt = lora_checkpoint(base, tmp_path / "ckpt")
