@@ -198,7 +198,8 @@ def _kind(path: Path) -> str:
 def lora_base(folder: Path, override: str | None = None) -> str:
     """The base model of an adapter checkpoint folder: `override`, else the run's
     train_config.json `model`, else adapter_config.json's `base_model_name_or_path` (a dual
-    checkpoint's: retain/adapter_config.json's)."""
+    checkpoint's: retain/adapter_config.json's); a relative path in those files is found from
+    any working directory (`_relative_to`)."""
     if override:
         return override
     folder = Path(folder)
@@ -213,11 +214,29 @@ def lora_base(folder: Path, override: str | None = None) -> str:
             except json.JSONDecodeError as e:
                 raise LoadError(f"{folder / name} is not valid JSON ({e}): copy it again") from e
             if value:
-                return value
+                return _relative_to(folder, value)
     raise LoadError(
         f"{folder} holds LoRA adapters but names no base model (no `model` in train_config.json, "
         "no `base_model_name_or_path` in adapter_config.json): name the base model (e.g. --base)"
     )
+
+
+def _relative_to(folder: Path, ref: str) -> str:
+    """A base model named by a relative path in an adapter checkpoint's files, found from any
+    working directory: the path under the checkpoint folder or under the nearest of its parents
+    that has it (a shipped `models/X` naming `models/Y` resolves from the repository root above
+    it; a run's `model`, relative to where it ran, from the run's folder up), else the path as
+    given where it exists from here. Spelled as given when that names the same folder, so labels
+    read as before. Anything else (an alias, a hub id, an absolute path) is returned as it is."""
+    path = Path(ref).expanduser()
+    if ref in ALIASES or path.is_absolute():
+        return ref
+    for parent in [folder, *folder.resolve().parents]:
+        if (parent / path).exists():
+            found = parent / path
+            same = path.exists() and path.resolve() == found.resolve()
+            return ref if same else str(found)
+    return ref
 
 
 def _load_adapters(src: ModelSource, dtype, merge: bool):
@@ -347,6 +366,8 @@ _GGUF_NAMES = {
     "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
     "attn_norm": "input_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
     "ffn_norm": "post_attention_layernorm",
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
@@ -361,24 +382,28 @@ def _meta(metadata: dict, key: str):
     return v.item() if isinstance(v, mx.array) else v
 
 
+GGUF_ARCHS = ("llama", "qwen3")  # qwen3: per-head Q/K norms, rows in HF order
+
+
 def _gguf_args(metadata: dict, tensor_names) -> ModelArgs:
     arch = _meta(metadata, "general.architecture")
-    if arch != "llama":
-        raise LoadError(f"GGUF architecture {arch!r} is not served (only llama GGUFs)")
-    heads = int(_meta(metadata, "llama.attention.head_count"))
-    dim = int(_meta(metadata, "llama.embedding_length"))
+    if arch not in GGUF_ARCHS:
+        raise LoadError(f"GGUF architecture {arch!r} is not served (only {', '.join(GGUF_ARCHS)})")
+    heads = int(_meta(metadata, f"{arch}.attention.head_count"))
+    dim = int(_meta(metadata, f"{arch}.embedding_length"))
+    head_dim = metadata.get(f"{arch}.attention.key_length")
     return ModelArgs(
-        model_type="llama",
+        model_type=arch,
         hidden_size=dim,
-        num_hidden_layers=int(_meta(metadata, "llama.block_count")),
-        intermediate_size=int(_meta(metadata, "llama.feed_forward_length")),
+        num_hidden_layers=int(_meta(metadata, f"{arch}.block_count")),
+        intermediate_size=int(_meta(metadata, f"{arch}.feed_forward_length")),
         num_attention_heads=heads,
-        num_key_value_heads=int(_meta(metadata, "llama.attention.head_count_kv")),
-        head_dim=dim // heads,
-        rms_norm_eps=float(_meta(metadata, "llama.attention.layer_norm_rms_epsilon")),
+        num_key_value_heads=int(_meta(metadata, f"{arch}.attention.head_count_kv")),
+        head_dim=int(head_dim.item()) if head_dim is not None else dim // heads,
+        rms_norm_eps=float(_meta(metadata, f"{arch}.attention.layer_norm_rms_epsilon")),
         vocab_size=len(_meta(metadata, "tokenizer.ggml.tokens")),
-        max_position_embeddings=int(_meta(metadata, "llama.context_length")),
-        rope_theta=float(_meta(metadata, "llama.rope.freq_base")),
+        max_position_embeddings=int(_meta(metadata, f"{arch}.context_length")),
+        rope_theta=float(_meta(metadata, f"{arch}.rope.freq_base")),
         tie_word_embeddings="output.weight" not in tensor_names,
         eos_token_id=int(_meta(metadata, "tokenizer.ggml.eos_token_id")),
     )
@@ -401,7 +426,8 @@ def _unpermute_rows(w: mx.array, n_heads: int) -> mx.array:
 
 
 def _gguf_weights(tensors: dict, args: ModelArgs) -> dict[str, mx.array]:
-    """The GGUF's tensors dequantized to float32 under HF names, Q/K rows unpermuted."""
+    """The GGUF's tensors dequantized to float32 under HF names, a llama GGUF's Q/K rows
+    unpermuted (llama.cpp keeps qwen3's in HF order: it applies rotate-half RoPE there)."""
     weights = {}
     for name in {k.rsplit(".", 1)[0] for k in tensors}:
         parts = name.split(".")
@@ -410,9 +436,9 @@ def _gguf_weights(tensors: dict, args: ModelArgs) -> dict[str, mx.array]:
         else:
             hf = f"{_GGUF_NAMES[parts[0]]}.weight"
         w = _gguf_tensor(tensors, name, mx.float32)
-        if name.endswith("attn_q"):
+        if args.model_type == "llama" and name.endswith("attn_q"):
             w = _unpermute_rows(w, args.num_attention_heads)
-        elif name.endswith("attn_k"):
+        elif args.model_type == "llama" and name.endswith("attn_k"):
             w = _unpermute_rows(w, args.num_key_value_heads)
         weights[hf] = w
     return weights
@@ -434,10 +460,36 @@ def _load_gguf(path: Path, dtype) -> tuple[Model, object]:
     return model, gguf_tokenizer(metadata)
 
 
+# Qwen2's (and Qwen3's) split of text into words before the byte-level step, as its
+# tokenizer.json and llama.cpp's "qwen2" pre-tokenizer hold it.
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+GGUF_PRE_TOKENIZERS = ("gpt-2", "smollm", "qwen2")
+
+
+def _gguf_pre_tokenizer(name: str):
+    """The tokenizers pre-tokenizer for llama.cpp's pre-tokenizer `name`."""
+    from tokenizers import Regex, pre_tokenizers  # start-up: only a GGUF's tokenizer needs it
+
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=name != "qwen2")
+    if name == "gpt-2":
+        return pre_tokenizers.Sequence([byte_level])
+    if name == "smollm":  # digits one by one, then GPT-2's split
+        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    if name == "qwen2":
+        split = pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False)
+        return pre_tokenizers.Sequence([split, byte_level])
+    raise LoadError(
+        f"GGUF pre-tokenizer {name!r} is not rebuilt here (only {', '.join(GGUF_PRE_TOKENIZERS)})"
+    )
+
+
 def gguf_tokenizer(metadata: dict):
     """A transformers fast tokenizer rebuilt from GGUF metadata (byte-level BPE, 'gpt2')."""
     # start-up: transformers takes seconds to import; only a GGUF's tokenizer needs these
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # start-up
+    from tokenizers import AddedToken, Tokenizer, decoders, models  # start-up
     from transformers import PreTrainedTokenizerFast
 
     kind = _meta(metadata, "tokenizer.ggml.model")
@@ -453,10 +505,7 @@ def gguf_tokenizer(metadata: dict):
         byte_fallback=False,
     )
     tok = Tokenizer(bpe)
-    split = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
-    if metadata.get("tokenizer.ggml.pre") == "smollm":
-        split.insert(0, pre_tokenizers.Digits(individual_digits=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(split)
+    tok.pre_tokenizer = _gguf_pre_tokenizer(metadata.get("tokenizer.ggml.pre", "gpt-2"))
     tok.decoder = decoders.ByteLevel()
     control = [t for t, ty in zip(tokens, types, strict=True) if ty == 3]  # 3 = CONTROL
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])

@@ -115,6 +115,20 @@ def last_json(*keys):
     return check
 
 
+def exported(folder):
+    """export.py's folder: an HF config, a GGUF, and mlx_lm loads it on its own."""
+
+    def check(r, repo):
+        import mlx_lm
+
+        assert (repo / folder / "config.json").is_file(), r.stdout[-2000:]
+        assert list((repo / folder).glob("*.gguf")), sorted((repo / folder).iterdir())
+        model, tokenizer = mlx_lm.load(str(repo / folder))
+        assert tokenizer.chat_template and model.args.num_hidden_layers > 0
+
+    return check
+
+
 MAIN = "uv run python train.py --model smollm2-135m --steps 3"
 CHESS = "uv run python train.py --model smollm2-135m --task chess --lora-rank 16"
 HAPPY = "uv run python train.py --model smollm2-135m --reward happy --steps 60"
@@ -330,6 +344,8 @@ CASES = {
         needs=(RM,),
         check=run_file("models/my-rm-q8/rm_config.json"),
     ),  # fmt: skip
+    "uv run python export.py --model models/values-smollm2-135m --out exported/values-smollm2-135m "
+    "--gguf": Case(check=exported("exported/values-smollm2-135m")),
     "uv run mlx.launch -n 2 --backend ring -- python train.py --model smollm2-135m --steps 3": Case(
         sub={"--steps 3": "--steps 1"},
         add="--prompts-per-step 2 --group-size 2 --max-new-tokens 4 --eval-every 0 --run-name dist",
@@ -385,7 +401,7 @@ QWEN_MAIN = f"uv run python train.py --model {QWEN} --steps 1"
 # user's model, evaluate with its default rewards and the chat page run as the README's "Qwen3-0.6B
 # on a Mac" lines below; test_chat.py starts chat.py with --model alone. The sft case raises
 # --max-answer-tokens: the fixture's 4,000-token BPE spends ~1.2x SmolLM2's tokens per answer
-# (knowledge/qwen3.md). The export command's case (export.py --model QWEN --out DIR) goes here.
+# (knowledge/qwen3.md).
 QWEN3_CASES = {
     QWEN_MAIN: Case(
         add=f"{SMALL} --run-name qwen",
@@ -438,6 +454,9 @@ CASES |= {
     ),
     "uv run python chat.py --model Qwen/Qwen3-0.6B --model runs/qwen3_values": Case(
         sub=HUB_QWEN, needs=(MAC_RUN,), server=True
+    ),
+    "uv run python export.py --model runs/qwen3_values --out exported/qwen3-values --gguf": Case(
+        needs=(MAC_RUN,), check=exported("exported/qwen3-values")
     ),
 }  # fmt: skip
 ALL_CASES = {**CASES, **QWEN3_CASES}
