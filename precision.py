@@ -7,8 +7,9 @@ moments, and the model given each update rounded to its own dtype (MLX's AdamW k
 in the parameter's dtype, where float16 turns eps 1e-8 into 0). `clip_grad_norm` sums squares in
 float32. `guarded_update` applies a step and rolls weights and optimizer state back when any of
 them came out non-finite; `Failures` counts skipped and rolled-back updates and stops a run after
-`limit` in a row. `check_finite` is the checkpoint writers' last guard. No loss scaling: float16
-gradients below ~6e-8 flush to zero (knowledge/precision.md).
+`limit` in a row. `check_finite` is the checkpoint writers' last guard. `schedule` is the one
+learning-rate schedule of train.py, sft.py and train_rm.py. No loss scaling: float16 gradients
+below ~6e-8 flush to zero (knowledge/precision.md).
 """
 
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
@@ -60,6 +61,19 @@ def _as_float32(x: mx.array) -> mx.array:
 def is_half(parameters) -> bool:
     """True when some parameter in the tree is not float32 (float16, bfloat16)."""
     return any(p.dtype != mx.float32 for _, p in tree_flatten(parameters))
+
+
+def schedule(lr: float, warmup_steps: int, decay_steps: int | None = None, start: float = 1e-2):
+    """The training commands' learning-rate schedule: linear warm-up from lr x `start` to lr
+    over `warmup_steps` (at least 1), then cosine decay to lr / 10 over `decay_steps` total
+    steps (sft.py, train_rm.py), or constant when `decay_steps` is None (train.py)."""
+    warm = max(warmup_steps, 1)
+    rest = (
+        optim.cosine_decay(lr, max(decay_steps - warm, 1), lr * 0.1)
+        if decay_steps is not None
+        else lambda _: lr
+    )
+    return optim.join_schedules([optim.linear_schedule(lr * start, lr, warm), rest], [warm])
 
 
 def adamw(parameters, **kw) -> optim.AdamW:

@@ -28,7 +28,6 @@ import backend
 
 import mlx.core as mx
 import mlx.nn as nn
-import mlx.optimizers as optim
 import numpy as np
 from tqdm import tqdm
 
@@ -322,14 +321,7 @@ def encode_all(tokenizer, records: list[dict], max_answer_tokens: int) -> list:
 
 def make_optimizer(cfg: SFTConfig, model, steps: int):
     """AdamW over the adapters: linear warm-up from lr/100, then cosine decay to lr/10."""
-    warm = max(cfg.warmup_steps, 1)
-    schedule = optim.join_schedules(
-        [
-            optim.linear_schedule(cfg.lr * 1e-2, cfg.lr, warm),
-            optim.cosine_decay(cfg.lr, max(steps - warm, 1), cfg.lr * 0.1),
-        ],
-        [warm],
-    )
+    schedule = precision.schedule(cfg.lr, cfg.warmup_steps, steps)
     return precision.adamw(
         model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
     )

@@ -20,7 +20,6 @@ from pathlib import Path
 import backend
 
 import mlx.core as mx
-import mlx.optimizers as optim
 import numpy as np
 from tqdm import tqdm
 
@@ -120,8 +119,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
     if cfg.lora_rank:
         _apply_adapters(model, cfg)
     model.train()
-    warmup = optim.linear_schedule(cfg.lr * 1e-3, cfg.lr, max(cfg.warmup_steps, 1))
-    schedule = optim.join_schedules([warmup, lambda _: cfg.lr], [max(cfg.warmup_steps, 1)])
+    schedule = precision.schedule(cfg.lr, cfg.warmup_steps, start=1e-3)
     # float32 moments, and float32 master weights under half-precision ones (precision.py)
     optimizer = precision.adamw(
         model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay

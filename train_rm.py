@@ -34,7 +34,6 @@ import backend
 
 import mlx.core as mx
 import mlx.nn as nn
-import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tqdm import tqdm
@@ -230,14 +229,7 @@ class Trainer:
         if cfg.init:
             start_from(self.rm, cfg.init)
         self.counts, self.train_data, self.val_data = load_data(cfg, self.rm)
-        warm = max(cfg.warmup_steps, 1)
-        schedule = optim.join_schedules(
-            [
-                optim.linear_schedule(cfg.lr * 1e-2, cfg.lr, warm),
-                optim.cosine_decay(cfg.lr, max(cfg.steps - warm, 1), cfg.lr * 0.1),
-            ],
-            [warm],
-        )
+        schedule = precision.schedule(cfg.lr, cfg.warmup_steps, cfg.steps)
         self.optimizer = precision.adamw(
             self.rm.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
         )

@@ -361,3 +361,13 @@ def test_a_float16_full_fine_tune_resumes_exactly_with_its_masters(tmp_path):
         b = mx.load(str(checkpoint.latest(half) / name))
         assert a.keys() == b.keys()
         assert all(np.array_equal(np.array(a[k]), np.array(b[k])) for k in a), name
+
+
+def test_schedule_warms_up_then_decays_or_holds():
+    """Hand-worked: lr 1, 4 warm-up steps from 1e-2; with 12 steps in all, cosine to 0.1 over
+    the last 8 (halfway, step 8: 0.1 + 0.9 * (1 + cos(pi/2)) / 2 = 0.55); without, constant."""
+    decay = precision.schedule(1.0, 4, 12)
+    got = [float(decay(mx.array(t))) for t in (0, 2, 4, 8, 12)]
+    assert got == pytest.approx([0.01, 0.505, 1.0, 0.55, 0.1], abs=1e-6)
+    hold = precision.schedule(2.0, 0, start=1e-3)  # warm-up of 0 steps counts as 1
+    assert [float(hold(mx.array(t))) for t in (0, 1, 50)] == pytest.approx([0.002, 2.0, 2.0])
