@@ -9,7 +9,8 @@ embedded SmolLM2-135M reads the chat-formatted prompt and the answer's first MAX
 tokens; the residual stream after blocks FEATURE_BLOCKS, averaged over the answer's tokens, plus
 the last token's, and three text statistics, feed a multinomial logistic head trained by
 train_grader.py (models/grader-smollm2-135m: head weights, feature standardization, validation
-figures). It is measured on the gold set (gold.py), which it is never trained or tuned on.
+figures). It is measured on two gold sets (gold.GOLD_SETS: the 135M models' answers and fluent
+written ones), never trained or tuned on; their stored figures are printed after every grading.
 
   uv run python grade.py --answers FILE.jsonl --json    # lines: id, category, prompt, answer
   uv run python grade.py --answers data/gold/answers.jsonl --labels data/gold/labels.jsonl

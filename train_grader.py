@@ -12,6 +12,8 @@ data/eval_external.jsonl dropped, splits disjoint by prompt:
 - data/grader/policy_labels.jsonl: answers sampled from the embedded model and a GRPO checkpoint
   on training prompts, labelled by reading (data/grader/policy_answers.jsonl + labels); a third
   of their prompts are held out as the source-disjoint validation slice.
+- data/grader/fluent.jsonl: answers written in a larger chat model's register (issue 55),
+  labelled by the gold scheme; a third of their prompts validate.
 The head is a multinomial logistic regression (numpy, class-balanced, L2) on grade.Featurizer
 features; validation figures (gold.grader_figures on each validation source) go to metrics.json.
 
