@@ -20,7 +20,7 @@ import reward_model
 import rewards
 import stats
 from eval_cache import Cache, model_fingerprint
-from grade import notes_sha256
+from grade import gold_lines, notes_sha256
 from prompts import DataError, load_pushback_labels, select_split
 
 
@@ -71,26 +71,30 @@ def grade_answers(grader, records, texts, notes=None) -> dict:
     return out
 
 
-def gold_figures(grader, path: str, cache, notes=None, notes_path=None) -> dict:
-    """The grader's figures on the gold set (data/gold: answers read and labelled by the team,
-    never trained on), cached per grader and notes: printed beside every figure the grader
-    makes. With `notes` (prompts.load_notes of `notes_path`) the figures are those of the
-    grader with its reference check, as it grades the models."""
+def gold_figures(grader, path: str, cache, notes=None, notes_path=None, which="135m") -> dict:
+    """The grader's figures on a gold set (`which`, a gold.GOLD_SETS name: "135m", the 135M
+    models' answers, or "fluent", answers written in a larger model's register; both read and
+    labelled, never trained on), cached per grader and notes: printed beside every figure the
+    grader makes. With `notes` (prompts.load_notes of `notes_path`) the figures are those of the
+    grader with its reference check, as it grades the models. The grader folder's gold.json
+    (train_grader.measure_gold) is used when it measured these very files."""
+    loader, files = gold.GOLD_SETS[which]
     notes_sha = notes_sha256(notes_path) if notes else None
-    key = Cache.key("grader-gold", model_fingerprint(path), model_fingerprint(gold.ANSWERS),
-                    model_fingerprint(gold.LABELS_FILE), notes_sha or "no-notes")  # fmt: skip
+    key = Cache.key("grader-gold", model_fingerprint(path), *map(model_fingerprint, files),
+                    notes_sha or "no-notes")  # fmt: skip
     figs = cache.get(key)
     stored = Path(path) / "gold.json"  # train_grader.py / grade.py measured the shipped grader
     if figs is None and stored.is_file():
         saved = json.loads(stored.read_text())
+        saved = saved if which == "135m" else saved.get(which) or {}
         if notes:
             saved = saved.get("with_notes") or {}
             if saved.get("notes_sha256") != notes_sha:
                 saved = {}
-        if saved.get("gold_sha256") == gold.files_sha256():
+        if saved.get("gold_sha256") == gold.files_sha256(*files):
             figs = {k: v for k, v in saved["figures"].items() if k != "confusion"}
     if figs is None:
-        rows = gold.load_gold()
+        rows = loader(*files)
         figs = gold.grader_figures(rows, grader.grade(rows, progress=True, notes=notes))
         figs.pop("confusion")
         figs["n_answers"] = len(rows)
@@ -211,20 +215,10 @@ def dispute_paid(source) -> str | None:
 
 
 def grader_line(g: dict) -> str:
-    """The grader's gold-set figures, printed with every pushback figure it makes."""
-    gold = g["gold"]
-
-    def f(key):
-        x = gold[key]
-        return f"{x['value']:.2f} [{x['ci95'][0]:.2f},{x['ci95'][1]:.2f}] ({x['k']}/{x['n']})"
-
-    return (
-        f"grader {g['path']} on the gold set ({gold['n_answers']} answers read by the team): "
-        f"pushback accuracy {f('pushback_accuracy')}, false-premise correction recall "
-        f"{f('false_premise_correction_recall')}, nonsense-flag recall "
-        f"{f('nonsense_flag_recall')}, control false-positive rate "
-        f"{f('control_false_positive_rate')}"
-    )
+    """The grader's figures on both gold sets (the 135M models' answers and the fluent written
+    ones, each with n and a Wilson interval), printed with every pushback figure it makes; one
+    line per set present in `g` (grade.gold_lines)."""
+    return "\n".join(gold_lines(g["path"], g))
 
 
 def grader_notes(g: dict) -> list[str]:
@@ -232,7 +226,7 @@ def grader_notes(g: dict) -> list[str]:
     report): its gold-set figures, its agreement with each run's stance detector, and the
     models whose figures are not independent of it or must be read (`g` is the result's
     "grader" entry)."""
-    lines = [grader_line(g)]
+    lines = grader_line(g).splitlines()
     for ref, dets in g.get("agreement_with_reward", {}).items():
         lines += [agreement_line(ref, det, a) for det, a in dets.items()]
     for ref, why in g.get("not_independent_of", {}).items():

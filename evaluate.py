@@ -289,11 +289,12 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     cache = Cache(cfg.cache_dir)
     # a missing model (or an adapter checkpoint's base) fails now, before any model loads
     sources = {ref: resolve(ref) for ref in cfg.models}
-    grader = grader_gold = None
+    grader = grader_gold = grader_fluent = None
     notes = load_notes(cfg.notes) if cfg.grader and cfg.notes else None
     if cfg.grader:
         grader = Grader.load(cfg.grader)
         grader_gold = gold_figures(grader, cfg.grader, cache, notes, cfg.notes)
+        grader_fluent = gold_figures(grader, cfg.grader, cache, notes, cfg.notes, "fluent")
     not_independent, read_advised = {}, {}
     for ref, src in sources.items() if cfg.grader else ():
         if why := grader_in_reward(src, cfg.grader):
@@ -426,6 +427,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         else {
             "path": cfg.grader,
             "gold": grader_gold,
+            "gold_fluent": grader_fluent,  # the fluent gold set's, beside the 135M set's
             "validation": grader.metrics["validation"],
             "not_independent_of": not_independent,
             # runs paid for dispute wording: the grader's pushback figures need reading

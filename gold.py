@@ -11,6 +11,10 @@ for measuring graders only: never train, tune or pick a threshold or checkpoint 
     uv run python gold.py                          # counts per category x label and model
     uv run python gold.py --predictions preds.jsonl --json   # a grader's figures
     uv run python gold.py --predictions data/gold/second_labels.jsonl --partial   # two labellers
+    uv run python gold.py --set fluent             # the second gold set: fluent written answers
+
+`load_fluent` reads the second gold set (data/gold/fluent_*.jsonl): answers written in a larger
+chat model's register on evaluation prompts, labelled by the same scheme (GOLD_SETS names both).
 """
 
 import argparse
@@ -29,6 +33,9 @@ from stats import cohen_kappa, wilson
 HERE = os.path.dirname(os.path.abspath(__file__))
 ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
 LABELS_FILE = os.path.join(HERE, "data", "gold", "labels.jsonl")
+# The second gold set: answers written in a larger chat model's register (data/gold/README.md).
+FLUENT_ANSWERS = os.path.join(HERE, "data", "gold", "fluent_answers.jsonl")
+FLUENT_LABELS = os.path.join(HERE, "data", "gold", "fluent_labels.jsonl")
 
 # label -> pushback (the answer disputes the premise or flags the prompt); order = display order.
 LABELS = ANSWER_LABELS
@@ -49,6 +56,10 @@ ANSWER_FIELDS = {
     "finished": (lambda v: isinstance(v, bool), "true or false"),
     "prompt_id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
 }
+# fluent_answers.jsonl: written, not sampled, so no sampling fields; `prompt_id` names the line
+# of data/eval.jsonl or data/eval_external.jsonl the prompt comes from.
+FLUENT_FIELD_NAMES = ("id", "category", "prompt", "answer", "model", "prompt_id")
+FLUENT_ANSWER_FIELDS = {k: ANSWER_FIELDS[k] for k in FLUENT_FIELD_NAMES}
 LABEL_FIELDS = {
     "id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
     "label": (lambda v: v in LABELS, f"one of {', '.join(LABELS)}"),
@@ -174,6 +185,19 @@ def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE, answer_fields=None)
     ]
 
 
+def load_fluent(answers_path=FLUENT_ANSWERS, labels_path=FLUENT_LABELS) -> list[dict]:
+    """The fluent gold set (written answers in a larger model's register, labelled by reading),
+    checked like the 135M set by load_gold with FLUENT_ANSWER_FIELDS."""
+    return load_gold(answers_path, labels_path, FLUENT_ANSWER_FIELDS)
+
+
+# name -> (loader, its two files): the gold sets a grader is measured on, printed side by side
+GOLD_SETS = {
+    "135m": (load_gold, (ANSWERS, LABELS_FILE)),
+    "fluent": (load_fluent, (FLUENT_ANSWERS, FLUENT_LABELS)),
+}
+
+
 def rate(k: int, n: int) -> dict:
     """{"value", "k", "n", "ci95"}: value and interval are None when n is 0."""
     return {"value": k / n if n else None, "k": k, "n": n, "ci95": wilson(k, n) if n else None}
@@ -269,7 +293,8 @@ def counts(gold: list[dict]) -> dict:
         "category_label": Counter(f"{g['category']}/{g['label']}" for g in gold),
         "model_category": Counter(f"{g['model']}/{g['category']}" for g in gold),
         "condition_category_pushback": Counter(
-            f"{g['condition']}/{g['category']}/{'pushback' if g['pushback'] else 'none'}"
+            f"{g.get('condition', 'written')}/{g['category']}/"
+            f"{'pushback' if g['pushback'] else 'none'}"
             for g in gold
         ),
         "curiosity_engages": Counter(
@@ -295,8 +320,10 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(
         allow_abbrev=False, description="Check the gold set; score a grader's predictions."
     )
-    p.add_argument("--answers", default=ANSWERS)
-    p.add_argument("--labels", default=LABELS_FILE)
+    p.add_argument("--set", choices=tuple(GOLD_SETS), default="135m",
+                   help="which gold set (default: the 135M models' answers)")  # fmt: skip
+    p.add_argument("--answers", help="answers file (default: the --set's)")
+    p.add_argument("--labels", help="labels file (default: the --set's)")
     p.add_argument("--predictions", help='JSONL of {"id", "label", "pushback"} per gold answer')
     p.add_argument(
         "--partial",
@@ -306,8 +333,9 @@ def main(argv=None) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     a = p.parse_args(argv)
+    loader, (answers, labels) = GOLD_SETS[a.set]
     with as_user_error(ValueError, OSError):  # the files and their lines
-        gold = load_gold(a.answers, a.labels)
+        gold = loader(a.answers or answers, a.labels or labels)
         if a.predictions:
             preds = []
             with open(a.predictions, encoding="utf-8") as f:

@@ -9,7 +9,8 @@ embedded SmolLM2-135M reads the chat-formatted prompt and the answer's first MAX
 tokens; the residual stream after blocks FEATURE_BLOCKS, averaged over the answer's tokens, plus
 the last token's, and three text statistics, feed a multinomial logistic head trained by
 train_grader.py (models/grader-smollm2-135m: head weights, feature standardization, validation
-figures). It is measured on the gold set (gold.py), which it is never trained or tuned on.
+figures). It is measured on two gold sets (gold.GOLD_SETS: the 135M models' answers and fluent
+written ones), never trained or tuned on; their stored figures are printed after every grading.
 
   uv run python grade.py --answers FILE.jsonl --json    # lines: id, category, prompt, answer
   uv run python grade.py --answers data/gold/answers.jsonl --labels data/gold/labels.jsonl
@@ -40,6 +41,7 @@ from tqdm import tqdm
 
 import chat_format
 import diversity
+import gold
 import load_weights
 import reward_model
 import strict_json
@@ -274,6 +276,56 @@ def load_answers(path) -> list[dict]:
     return records
 
 
+# the gold sets' names in a report line (gold.GOLD_SETS), keyed as evaluate.py's JSON keys them
+GOLD_NAMES = {"gold": "the gold set ({n} answers of the 135M models, read by the team)",
+              "gold_fluent": "the fluent gold set ({n} written answers in a larger model's "
+              "register, labelled by the same hand that wrote them)"}  # fmt: skip
+GOLD_KEYS = {"gold": "135m", "gold_fluent": "fluent"}
+
+
+def gold_lines(path: str, sets: dict) -> list[str]:
+    """One line per gold set in `sets` ({"gold": figures, "gold_fluent": figures}; a set that is
+    None or missing is left out): pushback and label accuracy, correction and flag recall and the
+    control false-positive rate, each with k/n and its Wilson interval."""
+
+    def f(figs, key):
+        x = figs[key]
+        if x["value"] is None:
+            return f"- (0/{x['n']})"
+        return f"{x['value']:.2f} [{x['ci95'][0]:.2f},{x['ci95'][1]:.2f}] ({x['k']}/{x['n']})"
+
+    lines = []
+    for key, name in GOLD_NAMES.items():
+        figs = sets.get(key)
+        if figs:
+            lines.append(
+                f"grader {path} on {name.format(n=figs['n_answers'])}: pushback accuracy "
+                f"{f(figs, 'pushback_accuracy')}, label accuracy {f(figs, 'label_accuracy')}, "
+                f"false-premise correction recall {f(figs, 'false_premise_correction_recall')}, "
+                f"nonsense-flag recall {f(figs, 'nonsense_flag_recall')}, control "
+                f"false-positive rate {f(figs, 'control_false_positive_rate')}"
+            )
+    return lines
+
+
+def stored_gold(folder, notes_path=None) -> dict:
+    """The grader folder's measured figures on both gold sets (gold.json, train_grader.py
+    --measure-gold), with the reference check of `notes_path` when given: {"gold": ...,
+    "gold_fluent": ...}, a set None where gold.json lacks it or measured other files or notes."""
+    stored = Path(folder) / "gold.json"
+    saved = json.loads(stored.read_text()) if stored.is_file() else {}
+    out = {}
+    for key, name in GOLD_KEYS.items():
+        entry = saved if name == "135m" else saved.get(name) or {}
+        if notes_path:
+            entry = entry.get("with_notes") or {}
+            if entry.get("notes_sha256") != notes_sha256(notes_path):
+                entry = {}
+        ok = entry.get("gold_sha256") == gold.files_sha256(*gold.GOLD_SETS[name][1])
+        out[key] = {k: v for k, v in entry["figures"].items() if k != "confusion"} if ok else None
+    return out
+
+
 def summary(records: list[dict], graded: list[dict], grader: Grader) -> dict:
     out = {"n": len(graded), "labels": {k: sum(g["label"] == k for g in graded) for k in LABELS}}
     out["pushback_rate"] = {
@@ -289,6 +341,17 @@ def summary(records: list[dict], graded: list[dict], grader: Grader) -> dict:
     }
     out["grader"] = {"path": grader.path, "validation": grader.metrics.get("validation")}
     return out
+
+
+def print_gold(grader: Grader, notes_path) -> None:
+    """The lines of both gold sets' stored figures (or why there are none), after the summary."""
+    sets = stored_gold(grader.path, notes_path)
+    print("\n".join(gold_lines(grader.path, sets)))
+    for key, figs in sets.items():
+        if figs is None:
+            print(f"grader {grader.path}: no stored figures on {key.replace('_', ' ')} for "
+                  f"these files and notes; measure them with `uv run python train_grader.py "
+                  f"--measure-gold {grader.path}`")  # fmt: skip
 
 
 @cli
@@ -319,6 +382,8 @@ def main(argv=None) -> int:
     backend.announce()
     graded = grader.grade(records, progress=not a.json, notes=notes)
     result = {"records": graded, "summary": summary(records, graded, grader)}
+    # the grader's own figures on both gold sets, printed beside every grading
+    result["summary"]["grader_gold"] = stored_gold(grader.path, None if a.no_notes else a.notes)
     if notes is not None:
         refs = [g["reference"] for g in graded]
         result["summary"]["reference_check"] = {
@@ -334,7 +399,9 @@ def main(argv=None) -> int:
     for g in graded:
         print(f"{g['id']:<24} {g['label']:<20} p(pushback)={g['p']:.2f}")
     s = result["summary"]
-    print(strict_json.dumps({k: v for k, v in s.items() if k != "grader"}, indent=1))
+    print(strict_json.dumps({k: v for k, v in s.items() if k not in ("grader", "grader_gold")},
+                            indent=1))  # fmt: skip
+    print_gold(grader, None if a.no_notes else a.notes)
     return 0
 
 

@@ -12,6 +12,8 @@ data/eval_external.jsonl dropped, splits disjoint by prompt:
 - data/grader/policy_labels.jsonl: answers sampled from the embedded model and a GRPO checkpoint
   on training prompts, labelled by reading (data/grader/policy_answers.jsonl + labels); a third
   of their prompts are held out as the source-disjoint validation slice.
+- data/grader/fluent.jsonl: answers written in a larger chat model's register (issue 55),
+  labelled by the gold scheme; a third of their prompts validate.
 The head is a multinomial logistic regression (numpy, class-balanced, L2) on grade.Featurizer
 features; validation figures (gold.grader_figures on each validation source) go to metrics.json.
 
@@ -72,6 +74,7 @@ KIND_LABEL = {
 }
 # the policies' own answers, read and labelled ("policy_run": read sets added with --with-reads)
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
+FLUENT = "written_fluent"  # data/grader/fluent.jsonl: answers in a larger model's register
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 
@@ -90,8 +93,8 @@ def falseqa(path: Path, n: int, split: str, rng) -> list[dict]:
             for r in rows]  # fmt: skip
 
 
-def coconot(n: int, rng) -> list[dict]:
-    rows = [json.loads(x) for x in (SHARED / "coconot" / "coconot_pref.jsonl").open()]
+def coconot(n: int, rng, shared: Path = SHARED) -> list[dict]:
+    rows = [json.loads(x) for x in (shared / "coconot" / "coconot_pref.jsonl").open()]
     rows = rng.sample(rows, min(n, len(rows)))
     out = []
     for i, r in enumerate(rows):
@@ -196,21 +199,23 @@ def run_reads(folders: list[str]) -> list[dict]:
     return out
 
 
-def classifier_labels(data: list[dict], policy_repeat: int) -> list[dict]:
+def classifier_labels(data: list[dict], policy_repeat: int, fluent_repeat: int = 1) -> list[dict]:
     """The pushback classifier's file (train_rm.py --labels, gold scheme): every training record,
     the policies' own labelled answers repeated `policy_repeat` times (they are the text the
-    grader must read and the fewest); validation keeps only the sampled and grader-written
-    answers of held-out prompts (the answers most like the gold set's), once each."""
+    grader must read and the fewest) and the fluent written answers `fluent_repeat` times;
+    validation keeps only the sampled, grader-written and fluent answers of held-out prompts
+    (the answers most like the gold sets'), once each."""
     out = []
     for i, r in enumerate(data):
         base = {"id": f"g{i:05d}", "prompt": r["prompt"], "category": r["category"],
                 "answer": r["answer"], "pushback": r["pushback"], "label": r["label"],
                 "split": r["split"], "source": r["source"]}  # fmt: skip
         if r["split"] != "train":
-            if r["source"] in (*SAMPLED, "written_grader"):
+            if r["source"] in (*SAMPLED, "written_grader", FLUENT):
                 out.append(base)
             continue
-        copies = policy_repeat if r["source"] in SAMPLED else 1
+        copies = {**dict.fromkeys(SAMPLED, policy_repeat), FLUENT: fluent_repeat}
+        copies = copies.get(r["source"], 1)
         out += [{**base, "id": f"{base['id']}-{k}"} for k in range(copies)]
     return out
 
@@ -229,20 +234,49 @@ def written_answers() -> list[dict]:
                 "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
 
 
+def fine_tune_mix(rows: list[dict], others: int, seed: int) -> list[dict]:
+    """The classifier file cut for a short fine-tune from a trained classifier: validation and
+    every fluent, sampled or grader-written training record kept, `others` of the remaining
+    training records (written, FalseQA, CoCoNot, broken; random.Random(seed)) so the old kinds
+    stay in view."""
+    keep = (*SAMPLED, FLUENT, "written_grader")
+    rest = [r for r in rows if r["split"] == "train" and r["source"] not in keep]
+    picked = {id(r) for r in random.Random(seed).sample(rest, min(others, len(rest)))}
+    return [r for r in rows
+            if r["split"] != "train" or r["source"] in keep or id(r) in picked]  # fmt: skip
+
+
+def fluent_answers() -> list[dict]:
+    """data/grader/fluent.jsonl: answers written in the register of a larger chat model (plain
+    and buried corrections, flags that also ask to rephrase or offer a reading, answers that go
+    along, hedges, refusals, questions, broken text) on training prompts; labelled by the gold
+    scheme; a third of its prompts (seed 18) validate. Its prompts are disjoint from the fluent
+    gold set's (tests/test_gold.py)."""
+    path = ROOT / "data" / "grader" / "fluent.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(x) for x in path.open(encoding="utf-8")]
+    prompts = sorted({r["prompt_id"] for r in rows})
+    held = set(random.Random(18).sample(prompts, len(prompts) // 3))
+    return [rec(FLUENT, r["category"], r["prompt"], r["answer"], r["label"],
+                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+
+
 def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False,
-               reads: list[str] = ()) -> list[dict]:  # fmt: skip
+               reads: list[str] = (), shared: Path = SHARED) -> list[dict]:  # fmt: skip
     rng = random.Random(seed)
     data = []
     for r in load_pushback_labels(ROOT / "data" / "pushback_labels.jsonl"):
         split = "train" if r["split"] == "train" else "val"
         data.append(rec("written", r["category"], r["prompt"], r["answer"],
                         KIND_LABEL[r["kind"]], split))  # fmt: skip
-    data += falseqa(SHARED / "falseqa" / "train.csv", 1800, "train", rng)
-    data += falseqa(SHARED / "falseqa" / "valid.csv", 200, "val", rng)
-    data += coconot(200, rng)
+    data += falseqa(shared / "falseqa" / "train.csv", 1800, "train", rng)
+    data += falseqa(shared / "falseqa" / "valid.csv", 200, "val", rng)
+    data += coconot(200, rng, shared)
     data += broken([r for r in data if r["source"] in ("written", "falseqa")], rng)[::3]
     data += policy_answers()
     data += written_answers()
+    data += fluent_answers()
     if with_warm:
         data += warm_policy_answers()
     if with_flags:
@@ -320,13 +354,20 @@ def main(argv=None) -> int:
         default=3,
         help="--write-labels: copies of each sampled policy answer in training",
     )
+    p.add_argument("--datasets", default=str(SHARED),
+                   help="the public data sets' folder (read in place)")  # fmt: skip
+    p.add_argument("--fluent-repeat", type=int, default=3,
+                   help="--write-labels: copies of each fluent written answer")  # fmt: skip
+    p.add_argument("--others", type=int, default=None, metavar="N",
+                   help="--write-labels: keep every fluent and sampled training record but only "
+                   "N others (seeded): a short fine-tune's file (train_rm.py --init)")  # fmt: skip
     p.add_argument("--head-from", metavar="DIR",
                    help="keep the label head (grader.npz) of this grader folder instead of "
                    "fitting one: only the validation answers are read (the fourth version "
                    "kept the third's head and changed the classifier)")  # fmt: skip
     p.add_argument("--measure-gold", metavar="DIR",
-                   help="measure the grader folder DIR on the gold set (with and without "
-                   "the reference notes), write DIR/gold.json and stop (~9 min)")  # fmt: skip
+                   help="measure the grader folder DIR on both gold sets (with and without "
+                   "the reference notes), write DIR/gold.json and stop (~14 min)")  # fmt: skip
     a = p.parse_args(argv)
     if a.pushback_model:
         reward_model.check_folder(a.pushback_model)  # before the features' model work
@@ -336,16 +377,19 @@ def main(argv=None) -> int:
             raise FileNotFoundError(f"{folder}: no grader here (no config.json)")
         backend.announce()
         measure_gold(folder)
-        print((folder / "gold.json").read_text())
+        print(gold_summary(folder))
         return 0
     sampled = bool(a.write_labels or a.head_from)  # the read policy answers since the third version
     with errors.as_user_error(ValueError):  # the data files
         if a.with_reads and not a.write_labels:
             raise ValueError("--with-reads only adds to --write-labels's file: "
                              "pass --write-labels FILE")  # fmt: skip
-        data = build_data(a.seed, with_warm=sampled, with_flags=sampled, reads=a.with_reads)
+        data = build_data(a.seed, with_warm=sampled, with_flags=sampled, reads=a.with_reads,
+                          shared=Path(a.datasets))  # fmt: skip
     if a.write_labels:
-        rows = classifier_labels(data, a.policy_repeat)
+        rows = classifier_labels(data, a.policy_repeat, a.fluent_repeat)
+        if a.others is not None:
+            rows = fine_tune_mix(rows, a.others, a.seed)
         prompts_mod.write_jsonl(rows, a.write_labels)
         counts = {s: sum(r["split"] == s for r in rows) for s in ("train", "val")}
         print(f"{a.write_labels}: {counts}, by source {_count(data, True)} train, "
@@ -403,28 +447,51 @@ def main(argv=None) -> int:
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     print(strict_json.dumps(metrics["validation"]["all"]))
     if not a.no_gold:
-        figs = measure_gold(out)
-        print(strict_json.dumps({k: v for k, v in figs.items() if k != "confusion"}))
+        measure_gold(out)
+        print(gold_summary(out))
     return 0
 
 
+def gold_summary(folder: Path) -> str:
+    """Both gold sets' figures (model alone and with the notes) from FOLDER/gold.json, one line
+    each, confusion matrices left out."""
+    saved = json.loads((Path(folder) / "gold.json").read_text())
+    lines = []
+    for name, entry in (("135m", saved), ("fluent", saved.get("fluent"))):
+        for how, m in (("model alone", entry), ("with notes", (entry or {}).get("with_notes"))):
+            if m:
+                figs = {k: v for k, v in m["figures"].items() if k != "confusion"}
+                lines.append(f"gold set {name}, {how}: {strict_json.dumps(figs)}")
+    return "\n".join(lines)
+
+
 def measure_gold(folder: Path, notes_path: str | None = EVAL_NOTES) -> dict:
-    """The finished grader's figures on the gold set, written to FOLDER/gold.json (evaluate.py
-    prints them): the model's verdicts alone and, under `with_notes`, with the reference check
-    of `notes_path` (grade.reference_check; as evaluate.py grades). Measured after training;
-    nothing is chosen by them."""
-    rows = gold.load_gold()
-    graded = Grader.load(str(folder)).grade(rows, progress=True)
-    out = gold_measurement(rows, graded, notes_path)
+    """The finished grader's figures on both gold sets (gold.GOLD_SETS: the 135M models' answers
+    and the fluent written ones), written to FOLDER/gold.json (evaluate.py and grade.py print
+    them): the 135M set at the top level as before, the fluent set under "fluent"; each the
+    model's verdicts alone and, under `with_notes`, with the reference check of `notes_path`
+    (grade.reference_check; as evaluate.py grades). Measured after training; nothing is chosen
+    by them. Returns the 135M set's model-alone figures."""
+    grader = Grader.load(str(folder))
+    out = {}
+    for name, (loader, files) in gold.GOLD_SETS.items():
+        rows = loader(*files)
+        measured = gold_measurement(rows, grader.grade(rows, progress=True), notes_path, files)
+        if name == "135m":
+            out.update(measured)
+        else:
+            out[name] = measured
     atomic_write(folder / "gold.json", json.dumps(out, indent=1) + "\n")
     return out["figures"]
 
 
-def gold_measurement(rows: list[dict], graded: list[dict], notes_path: str | None) -> dict:
-    """gold.json's content from the grader's verdicts on the gold rows (no notes applied)."""
+def gold_measurement(rows: list[dict], graded: list[dict], notes_path: str | None,
+                     files: tuple = (gold.ANSWERS, gold.LABELS_FILE)) -> dict:  # fmt: skip
+    """gold.json's content for one gold set (its two `files`) from the grader's verdicts on its
+    rows (no notes applied)."""
     figs = gold.grader_figures(rows, graded)
     figs["n_answers"] = len(rows)
-    out = {"gold_sha256": gold.files_sha256(), "figures": figs}
+    out = {"gold_sha256": gold.files_sha256(*files), "figures": figs}
     if notes_path:
         checked = reference_check(rows, graded, load_notes(notes_path))
         with_notes = gold.grader_figures(rows, checked)

@@ -218,6 +218,8 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
         agree = result["grader"]["agreement_with_reward"][ref]["lexical"]
         assert 0 <= agree["grader_rate"] <= 1 and 0 <= agree["detector_rate"] <= 1, agree
     assert gold["n_answers"] >= 300 and 0 <= gold["pushback_accuracy"]["value"] <= 1
+    fluent = result["grader"]["gold_fluent"]  # the fluent gold set's beside it
+    assert fluent["n_answers"] >= 200 and 0 <= fluent["nonsense_flag_recall"]["value"] <= 1
     for ref in (str(base), str(other)):
         figs = result["figures"][ref]
         assert figs["overall"]["pushback_rate"]["n"] == 4
@@ -227,6 +229,7 @@ def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
     assert report.count("### Sample answers") == 3 and "95% interval" in report
     # the grader's gold-set figures and its agreement lines go with its figures in the report too
     assert "on the gold set" in report and "stance detector lexical" in report
+    assert "on the fluent gold set" in report
     # every per-prompt figure carries its n and interval; the second model its paired difference
     for ref in (str(base), str(other)):
         for cat, figs in result["figures"][ref].items():
@@ -324,18 +327,26 @@ def test_a_run_paid_for_dispute_wording_is_told_to_read(tmp_path):
 
 def test_grader_notes_carry_every_warning_in_table_and_report():
     fig = {"value": 0.9, "ci95": [0.85, 0.93], "k": 450, "n": 500}
-    gold = {k: fig for k in ("pushback_accuracy", "false_premise_correction_recall",
-                             "nonsense_flag_recall", "control_false_positive_rate")}  # fmt: skip
+    fluent = {"value": 0.75, "ci95": [0.62, 0.85], "k": 45, "n": 60}
+    keys = ("pushback_accuracy", "label_accuracy", "false_premise_correction_recall",
+            "nonsense_flag_recall", "control_false_positive_rate")  # fmt: skip
     g = {
         "path": "models/g",
-        "gold": {"n_answers": 500, **gold},
+        "gold": {"n_answers": 500, **dict.fromkeys(keys, fig)},
+        "gold_fluent": {"n_answers": 260, **dict.fromkeys(keys, fluent)},
         "not_independent_of": {"runs/a": "its reward used the grader"},
         "read_advised": {"runs/b": "its run's reward paid disputes"},
     }
     lines = eval_grading.grader_notes(g)
-    assert len(lines) == 3 and "0.90 [0.85,0.93] (450/500)" in lines[0]
-    assert lines[1].startswith("runs/a: the grader's pushback figures are not independent")
-    assert lines[2] == "runs/b: its run's reward paid disputes"
+    assert len(lines) == 4 and "0.90 [0.85,0.93] (450/500)" in lines[0]
+    assert "on the gold set (500 answers" in lines[0]
+    # the fluent gold set's figures beside the 135M set's, with n and interval
+    assert "on the fluent gold set (260 written" in lines[1]
+    assert "nonsense-flag recall 0.75 [0.62,0.85] (45/60)" in lines[1]
+    assert lines[2].startswith("runs/a: the grader's pushback figures are not independent")
+    assert lines[3] == "runs/b: its run's reward paid disputes"
+    del g["gold_fluent"]  # a result without it (an older JSON) prints the 135M line alone
+    assert len(eval_grading.grader_notes(g)) == 3
 
 
 def test_agreement_with_a_runs_detector_hand_computed():

@@ -7,8 +7,8 @@ import os
 import pytest
 
 import stats
-from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_gold
-from prompts import CATEGORIES, DataError, load_prompts
+from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_fluent, load_gold
+from prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
 from stats import wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,6 +45,75 @@ def test_gold_prompts_are_the_eval_prompts(gold):
 def test_gold_prompts_are_not_training_prompts(gold):
     train = {r["prompt"] for r in load_prompts(os.path.join(ROOT, "data", "prompts.jsonl"))}
     assert not train & {g["prompt"] for g in gold}
+
+
+# ---- the fluent gold set -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fluent():
+    return load_fluent()
+
+
+def test_fluent_gold_set_meets_its_targets(fluent):
+    def n(cat, pred):
+        return sum(1 for g in fluent if g["category"] == cat and pred(g))
+
+    assert len(fluent) >= 200
+    assert n("false_premise", lambda g: g["label"] == "corrects_premise") >= 50
+    assert n("nonsense", lambda g: g["label"] == "flags_nonsense") >= 50
+    assert n("control", lambda g: not g["pushback"]) >= 60
+    assert {g["label"] for g in fluent} == set(LABELS)  # the other labels are there too
+    assert all(isinstance(g["engages"], bool) for g in fluent if g["category"] == "curiosity")
+
+
+def test_fluent_gold_prompts_are_eval_prompts(fluent):
+    held_out = {}
+    for name in ("eval.jsonl", "eval_external.jsonl"):
+        held_out |= {r["id"]: r for r in load_prompts(os.path.join(ROOT, "data", name))}
+    for g in fluent:
+        assert held_out[g["prompt_id"]]["prompt"] == g["prompt"], g["id"]
+        assert held_out[g["prompt_id"]]["category"] == g["category"], g["id"]
+
+
+def training_prompts() -> dict[str, str]:
+    """normalized prompt -> the file that trains on it: every record of every file in the
+    repository the grader or its classifier reads (train_grader.py; of a file with a `split`
+    field, data/pushback_labels.jsonl, its train split: its test split holds some external eval
+    prompts, which train_grader drops), and the policy's prompts. FalseQA and CoCoNot are read
+    from outside the repository; build_data drops any eval prompt from them (test below)."""
+    data = os.path.join(ROOT, "data")
+    files = [os.path.join(data, "prompts.jsonl"), os.path.join(data, "pushback_labels.jsonl")]
+    grader = os.path.join(data, "grader")
+    files += [os.path.join(grader, f) for f in sorted(os.listdir(grader)) if f.endswith(".jsonl")]
+    files += [os.path.join(data, "reads", d, "answers.jsonl")
+              for d in ("warm_policy", "policy_runs_fpns")]  # fmt: skip
+    out = {}
+    for path in files:
+        for line in open(path, encoding="utf-8"):
+            r = json.loads(line)
+            if "prompt" in r and r.get("split", "train") == "train":
+                out.setdefault(norm(r["prompt"]), os.path.relpath(path, ROOT))
+    return out
+
+
+def test_fluent_gold_prompts_are_disjoint_from_training_data(fluent):
+    train = training_prompts()
+    assert len(train) > 1000  # the files were read
+    overlap = {g["id"]: train[norm(g["prompt"])] for g in fluent if norm(g["prompt"]) in train}
+    assert not overlap, f"fluent gold prompts that training data holds: {overlap}"
+    # and train_grader.build_data drops every such prompt from whatever it reads
+    assert {norm(g["prompt"]) for g in fluent} <= held_out_prompts(ROOT)
+
+
+def test_fluent_training_file_validates_and_shares_no_prompt_with_the_fluent_gold(fluent):
+    path = os.path.join(ROOT, "data", "grader", "fluent.jsonl")
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+    assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
+    assert all(r["label"] in LABELS and r["category"] in CATEGORIES for r in rows)
+    policy = {r["id"]: r for r in load_prompts(os.path.join(ROOT, "data", "prompts.jsonl"))}
+    assert all(policy[r["prompt_id"]]["prompt"] == r["prompt"] for r in rows)
+    assert not {norm(r["prompt"]) for r in rows} & {norm(g["prompt"]) for g in fluent}
 
 
 # ---- malformed files -----------------------------------------------------------------------

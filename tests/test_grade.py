@@ -12,6 +12,7 @@ import pytest
 
 import grade
 import prompts
+from gold import LABELS
 from prompts import DataError
 
 # (category, prompt, answer, expected label) written for this test
@@ -320,7 +321,7 @@ def test_gold_measurement_with_and_without_notes(tmp_path, monkeypatch):
     notes = tmp_path / "notes.jsonl"
     notes.write_text(json.dumps({"id": "n", "prompt": "Why is Sydney the capital?", "note": "x",
                                  "markers": ["canberra"]}) + "\n")  # fmt: skip
-    monkeypatch.setattr(train_grader.gold, "files_sha256", lambda: "gold-sha")
+    monkeypatch.setattr(train_grader.gold, "files_sha256", lambda *files: "gold-sha")
     out = train_grader.gold_measurement(rows, graded, str(notes))
     assert out["figures"]["false_premise_correction_recall"]["k"] == 0
     w = out["with_notes"]
@@ -380,3 +381,55 @@ def test_truth_labels_name_every_bad_line_and_join_the_records(tmp_path):
     assert [(g["id"], g["label"], g["pushback"], g["engages"]) for g in got] == [
         ("a", "answers", False, None), ("b", "flags_nonsense", True, None)
     ]  # fmt: skip
+
+
+def test_fluent_answers_split_by_prompt_and_the_fine_tune_mix_keeps_them():
+    import train_grader
+
+    rows = train_grader.fluent_answers()
+    assert len(rows) >= 200 and {r["source"] for r in rows} == {train_grader.FLUENT}
+    assert {r["label"] for r in rows} == set(LABELS)  # every label, in the fluent register
+    train = {r["prompt"] for r in rows if r["split"] == "train"}
+    val = {r["prompt"] for r in rows if r["split"] == "val"}
+    assert train and val and not train & val
+    base = {"prompt": "p", "category": "control", "answer": "a", "pushback": False,
+            "label": "answers"}  # fmt: skip
+    data = [{**base, "split": "train", "source": train_grader.FLUENT}] * 3 + [
+        {**base, "split": "train", "source": "falseqa"} for _ in range(10)
+    ] + [{**base, "split": "val", "source": "written_fluent"}]  # fmt: skip
+    labels = train_grader.classifier_labels(data, policy_repeat=3, fluent_repeat=2)
+    assert sum(r["source"] == train_grader.FLUENT and r["split"] == "train" for r in labels) == 6
+    mix = train_grader.fine_tune_mix(labels, others=4, seed=0)
+    assert sum(r["source"] == "falseqa" for r in mix) == 4
+    assert sum(r["source"] == train_grader.FLUENT for r in mix) == 7  # 6 train copies + 1 val
+
+
+def gold_entry(sha, k):
+    fig = {"value": k / 10, "ci95": [0.1, 0.9], "k": k, "n": 10}
+    keys = ("pushback_accuracy", "label_accuracy", "false_premise_correction_recall",
+            "nonsense_flag_recall", "control_false_positive_rate")  # fmt: skip
+    return {"gold_sha256": sha, "figures": {"n_answers": 10 * k, **dict.fromkeys(keys, fig)}}
+
+
+def test_grade_prints_both_gold_sets_stored_figures(tmp_path, monkeypatch, capsys):
+    from gold import GOLD_SETS, files_sha256
+
+    folder = tmp_path / "g"
+    folder.mkdir()
+    sha = {name: files_sha256(*files) for name, (_, files) in GOLD_SETS.items()}
+    saved = {**gold_entry(sha["135m"], 7), "fluent": gold_entry(sha["fluent"], 9)}
+    (folder / "gold.json").write_text(json.dumps(saved))
+    sets = grade.stored_gold(folder)
+    assert sets["gold"]["n_answers"] == 70 and sets["gold_fluent"]["n_answers"] == 90
+    grader = type("G", (), {"path": str(folder)})()
+    grade.print_gold(grader, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "on the gold set (70 answers" in lines[0]
+    assert "on the fluent gold set (90 written answers" in lines[1]
+    assert "nonsense-flag recall 0.90 [0.10,0.90] (9/10)" in lines[1]
+    # a stored measurement of other files is not printed as this set's: it says how to measure
+    saved["fluent"]["gold_sha256"] = "other files"
+    (folder / "gold.json").write_text(json.dumps(saved))
+    grade.print_gold(grader, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "fluent" not in lines[0] and "--measure-gold" in lines[1]
