@@ -6,10 +6,11 @@ operands stay cache-sized, and MLX's CPU elementwise kernels slow down ~4x per e
 (knowledge/inference.md). This module holds those stand-ins (silu·up, masked softmax attention,
 RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behind ONE switch,
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
-tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rope_for`);
-each falls back to its plain-MLX twin when the switch is off. `blocked()` marks forward-only
-passes (the judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a
-kernel library: Metal/CUDA kernels live in kernels.py.
+tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
+`rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
+silu·up and RMSNorm on float32 run the fused native kernels (cpu_native.py) where they built.
+`blocked()` marks forward-only passes (the judge, prefill), where exp-heavy ops also run in
+cache-sized blocks. It is not a kernel library: Metal/CUDA kernels live in kernels.py.
 """
 
 import contextlib
@@ -21,6 +22,8 @@ import backend
 # isort: split
 import mlx.core as mx
 import mlx.nn as nn
+
+import cpu_native
 
 ENABLED = backend.backend_name() == "cpu" and not backend.plain_ops_requested()
 
@@ -90,10 +93,21 @@ def _silu_mul_vjp(primals, cotangent, output):
     return _silu_mul_bwd(*primals, cotangent)
 
 
+def native(*arrays: mx.array):
+    """The fused native kernels (cpu_native) for these arrays: under the switch, all float32,
+    and only once they built and loaded; else None."""
+    if not ENABLED or any(a.dtype != mx.float32 for a in arrays):
+        return None
+    return cpu_native.load()
+
+
 def silu_mul(g: mx.array, u: mx.array) -> mx.array:
-    """silu(g) * u: the CPU stand-in (in row blocks inside `blocked()`), else the plain twin."""
+    """silu(g) * u: the native kernel, else the CPU stand-in (in row blocks inside `blocked()`),
+    else the plain twin."""
     if not ENABLED:
         return nn.silu(g) * u
+    if g.shape == u.shape and (ext := native(g, u)) is not None:
+        return ext.silu_mul(g, u)
     if not _blocked or g.size <= CPU_BLOCK:
         return silu_mul_cpu(g, u)
     width = g.shape[-1]
@@ -101,6 +115,24 @@ def silu_mul(g: mx.array, u: mx.array) -> mx.array:
     n = max(1, CPU_BLOCK // width)
     parts = [silu_mul_cpu(g2[i : i + n], u2[i : i + n]) for i in range(0, g2.shape[0], n)]
     return mx.concatenate(parts, axis=0).reshape(g.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# RMSNorm
+
+
+def rms_norm(x: mx.array, weight: mx.array, eps: float) -> mx.array:
+    """x / sqrt(mean(x^2, -1) + eps) * weight: the native kernel, else mx.fast.rms_norm."""
+    if (ext := native(x, weight)) is not None:
+        return ext.rms_norm(x, weight, eps)
+    return mx.fast.rms_norm(x, weight, eps)
+
+
+class RMSNorm(nn.RMSNorm):
+    """nn.RMSNorm (same parameter, same checkpoint name) that dispatches through `rms_norm`."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return rms_norm(x, self["weight"], self.eps)
 
 
 # ----------------------------------------------------------------------------------------------
