@@ -9,7 +9,6 @@ compiler, an ABI mismatch, a wrong smoke-test value) leaves `load()` returning N
 load it. $RL_VALUES_CPU_EXT=0 turns it off; =fail forces a build failure (tests).
 """
 
-import contextlib
 import fcntl
 import functools
 import hashlib
@@ -26,6 +25,20 @@ import backend
 
 # isort: split
 import mlx.core as mx
+
+# The build tools (Linux dependencies in pyproject); any may be missing, which only means no build.
+try:
+    import nanobind
+except ImportError:
+    nanobind = None
+try:
+    import cmake
+except ImportError:
+    cmake = None
+try:
+    import ninja
+except ImportError:
+    ninja = None
 
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
 EXT_ENV = "RL_VALUES_CPU_EXT"
@@ -45,27 +58,20 @@ def cache_root() -> Path:
     return Path(base) / "rl-values" / "cpu-ext"
 
 
-def _nanobind():
-    import nanobind  # a build tool, needed only here
-
-    return nanobind
-
-
 def build_key() -> str:
     """Changes with the sources and every version the binary depends on."""
     h = hashlib.sha256()
     for path in sorted(SOURCE_DIR.iterdir()):
         if path.is_file():
             h.update(path.name.encode() + b"\0" + path.read_bytes())
-    parts = (mx.__version__, _nanobind().__version__, sys.version, platform.machine())
+    nb_version = nanobind.__version__ if nanobind else "none"
+    parts = (mx.__version__, nb_version, sys.version, platform.machine())
     h.update("|".join(parts).encode())
     return h.hexdigest()[:16]
 
 
 def _cmake() -> str:
-    with contextlib.suppress(ImportError):
-        import cmake  # the PyPI wheel's binary, when installed
-
+    if cmake is not None:
         return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
     found = shutil.which("cmake")
     if not found:
@@ -73,18 +79,18 @@ def _cmake() -> str:
     return found
 
 
-def _run(cmd: list[str], log) -> None:
+def _run(cmd: list[str], log, env: dict) -> None:
     log.write("$ " + " ".join(cmd) + "\n")
     log.flush()
     try:
         done = subprocess.run(
-            cmd, stdout=log, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S, check=False
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=BUILD_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise BuildError(f"{Path(cmd[0]).name} failed to run: {e}") from e
     if done.returncode != 0:
-        raise BuildError(f"{Path(cmd[1] if len(cmd) > 1 else cmd[0]).name} step exited "
-                         f"{done.returncode}")  # fmt: skip
+        step = "build" if "--build" in cmd else "configure"
+        raise BuildError(f"cmake {step} exited {done.returncode}; log: {log.name}")
 
 
 def build(out_dir: Path) -> Path:
@@ -92,20 +98,25 @@ def build(out_dir: Path) -> Path:
     if os.environ.get(EXT_ENV) == "fail":
         raise BuildError(f"build forced to fail by ${EXT_ENV}=fail")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmake = _cmake()
-    print(f"building the fused CPU kernels once into {out_dir} (~1 min)", file=sys.stderr)
+    if nanobind is None:
+        raise BuildError("nanobind is not installed (uv sync installs it on Linux)")
+    cmake_bin = _cmake()
+    print(f"building the fused CPU kernels once into {out_dir} (1-3 min)", file=sys.stderr)
     mlx_dir = Path(mx.__file__).resolve().parent
     log_path = out_dir / "build.log"
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp, open(log_path, "w") as log:
         args = [
-            cmake, "-S", str(SOURCE_DIR), "-B", tmp, "-DCMAKE_BUILD_TYPE=Release",
+            cmake_bin, "-S", str(SOURCE_DIR), "-B", tmp, "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython_EXECUTABLE={sys.executable}",
-            f"-Dnanobind_ROOT={_nanobind().cmake_dir()}", f"-DMLX_ROOT={mlx_dir}",
+            f"-Dnanobind_ROOT={nanobind.cmake_dir()}", f"-DMLX_ROOT={mlx_dir}",
         ]  # fmt: skip
-        if shutil.which("ninja") or _has_ninja_wheel():
+        env = dict(os.environ)
+        if ninja is not None:
+            env["PATH"] = ninja.BIN_DIR + os.pathsep + env.get("PATH", "")
+        if ninja is not None or shutil.which("ninja"):
             args += ["-G", "Ninja"]
-        _run(args, log)
-        _run([cmake, "--build", tmp, "--parallel", str(os.cpu_count() or 1)], log)
+        _run(args, log, env)
+        _run([cmake_bin, "--build", tmp, "--parallel", str(os.cpu_count() or 1)], log, env)
         built = sorted(Path(tmp).glob(f"{MODULE}*.so"))
         if not built:
             raise BuildError(f"the build made no {MODULE}*.so (log: {log_path})")
@@ -113,15 +124,6 @@ def build(out_dir: Path) -> Path:
         shutil.copy2(built[0], out_dir / (built[0].name + ".tmp"))
         os.replace(out_dir / (built[0].name + ".tmp"), final)
     return final
-
-
-def _has_ninja_wheel() -> bool:
-    try:
-        import ninja  # noqa: F401  (its package puts the ninja binary on PATH via BIN_DIR)
-    except ImportError:
-        return False
-    os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
-    return True
 
 
 def _import(path: Path):
