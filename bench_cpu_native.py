@@ -1,9 +1,10 @@
 """Microbenchmark of the fused native CPU kernels (cpu_native) against MLX's own ops.
 
-`kernels`: RMSNorm (mx.fast.rms_norm, the plain-MLX formula, ours) and silu·up (plain
-nn.silu(g)*u, cpu_ops' compiled polynomial stand-in, ours) at decode shapes (32 and 64 rows, 30
-calls per eval, one per layer of SmolLM2-135M) and an update shape (4096 rows, one call), forward
-and forward+backward; the arms alternate for --rounds rounds, medians and ratios printed.
+`kernels`: RMSNorm (mx.fast.rms_norm, the plain-MLX formula, ours), silu·up (plain
+nn.silu(g)*u, cpu_ops' compiled polynomial stand-in, ours) and attention's masked softmax
+(cpu_ops' stand-in, mx.softmax over mx.where, ours) at decode shapes (32 and 64 rows, 30 calls
+per eval, one per layer of SmolLM2-135M) and an update shape (32 x 128 positions, one call),
+forward and forward+backward; the arms alternate for --rounds rounds, medians and ratios printed.
 `decode`: one decode step of the embedded SmolLM2-135M (30 blocks + LM head) at 32 and 64 rows
 with the kernels on and off, alternating step by step in one process.
 """
@@ -31,6 +32,12 @@ def _plain_rms(x, w):
 
 
 def _arms(op: str, ext) -> dict:
+    if op == "softmax":
+        return {
+            "cpu_ops stand-in": cpu_ops.masked_softmax_cpu,
+            "plain": lambda s, m: mx.softmax(mx.where(m, s, -mx.inf), axis=-1),
+            "native": ext.masked_softmax,
+        }
     if op == "rmsnorm":
         return {
             "mx.fast.rms_norm": lambda x, w: mx.fast.rms_norm(x, w, EPS),
@@ -54,14 +61,16 @@ def _time(fn, inputs, reps: int) -> float:
 def bench_op(op, ext, shape, calls, backward, rounds) -> dict:
     mx.random.seed(0)
     width = shape[-1]
-    inputs = [
-        (
-            mx.random.normal(shape),
-            mx.random.normal((width,) if op == "rmsnorm" else shape),
-            mx.random.normal(shape),
-        )
-        for _ in range(calls)
-    ]
+    second = {
+        "rmsnorm": lambda: mx.random.normal((width,)),
+        "silu_mul": lambda: mx.random.normal(shape),
+        # attention's mask (B, 1, 1, L, S): causal over the last L of S slots
+        "softmax": lambda: mx.broadcast_to(
+            mx.arange(width)[None] <= (width - shape[-2] + mx.arange(shape[-2]))[:, None],
+            (shape[0], 1, 1, shape[-2], width),
+        ),
+    }[op]
+    inputs = [(mx.random.normal(shape), second(), mx.random.normal(shape)) for _ in range(calls)]
     mx.eval(inputs)
     fns = {}
     for name, f in _arms(op, ext).items():
@@ -69,7 +78,7 @@ def bench_op(op, ext, shape, calls, backward, rounds) -> dict:
             fns[name] = mx.grad(lambda a, b, c, f=f: (f(a, b) * c).sum(), argnums=(0, 1))
         else:
             fns[name] = lambda a, b, c, f=f: f(a, b)
-    reps = 3 if shape[0] > 1000 else 20
+    reps = 20 if calls > 1 else 3
     times = {k: [] for k in fns}
     for f in fns.values():
         _time(f, inputs, 2)
@@ -90,17 +99,27 @@ def bench_op(op, ext, shape, calls, backward, rounds) -> dict:
 
 def kernels(ext, rounds: int) -> list[dict]:
     out = []
+    # decode: 32 / 64 rows, one call per layer; update: 32 x 128 positions, one call. Attention's
+    # scores: (B, Hkv 3, 3 heads each, L, S), decode at 76 slots, the update at 80 x 130.
+    cases = [
+        (op, (rows, width), calls)
+        for op, width in (("rmsnorm", 576), ("silu_mul", 1536))
+        for rows, calls in ((32, 30), (64, 30), (4096, 1))
+    ] + [
+        ("softmax", (32, 3, 3, 1, 76), 30),
+        ("softmax", (64, 3, 3, 1, 76), 30),
+        ("softmax", (32, 3, 3, 80, 130), 1),
+    ]
     for backward in (False, True):
-        for op, width in (("rmsnorm", 576), ("silu_mul", 1536)):
-            for rows, calls in ((32, 30), (64, 30), (4096, 1)):
-                r = bench_op(op, ext, (rows, width), calls, backward, rounds)
-                print(
-                    f"{r['op']} {r['pass']} {rows}x{width} x{calls}: "
-                    + ", ".join(f"{k} {v:.2f} ms" for k, v in r["ms"].items())
-                    + f"; native {list(r.values())[-1]:.2f}x",
-                    flush=True,
-                )
-                out.append(r)
+        for op, shape, calls in cases:
+            r = bench_op(op, ext, shape, calls, backward, rounds)
+            print(
+                f"{r['op']} {r['pass']} {'x'.join(map(str, shape))} x{calls}: "
+                + ", ".join(f"{k} {v:.2f} ms" for k, v in r["ms"].items())
+                + f"; native {list(r.values())[-1]:.2f}x",
+                flush=True,
+            )
+            out.append(r)
     return out
 
 

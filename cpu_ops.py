@@ -8,7 +8,8 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
-silu·up and RMSNorm on float32 run the fused native kernels (cpu_native.py) where they built.
+silu·up, RMSNorm and the masked softmax on float32 run the fused native kernels (cpu_native.py)
+where they built.
 `blocked()` marks forward-only passes (the judge, prefill), where exp-heavy ops also run in
 cache-sized blocks. It is not a kernel library: Metal/CUDA kernels live in kernels.py.
 """
@@ -161,6 +162,15 @@ def _masked_softmax_vjp(primals, cotangent, output):
     return _softmax_bwd(output, cotangent), mx.zeros_like(primals[1])
 
 
+def masked_softmax(scores: mx.array, mask: mx.array) -> mx.array:
+    """Softmax over the last axis where the boolean `mask` (broadcast) is set: the native kernel
+    for float32 where it built, else the compiled stand-in. A row with no key set: the kernel
+    gives zeros, the stand-in NaN (0/0); attention never reads such rows' outputs."""
+    if (ext := native(scores)) is not None:
+        return ext.masked_softmax(scores, mask)
+    return masked_softmax_cpu(scores, mask)
+
+
 def _attention_block(q, k, v, scale, mask):
     """GQA attention as matmuls + masked_softmax_cpu; q (B, H, L, hd), k/v (B, Hkv, S, hd)."""
     B, H, L, hd = q.shape
@@ -168,7 +178,7 @@ def _attention_block(q, k, v, scale, mask):
     q = q.reshape(B, Hkv, (H // Hkv) * L, hd)  # query head h uses kv head h // (H // Hkv)
     s = (q * scale) @ k.swapaxes(-1, -2)  # (B, Hkv, rep*L, S)
     s = s.reshape(B, Hkv, H // Hkv, L, -1)
-    p = masked_softmax_cpu(s.astype(mx.float32), mask[:, :, None]).astype(v.dtype)
+    p = masked_softmax(s.astype(mx.float32), mask[:, :, None]).astype(v.dtype)
     return (p.reshape(B, Hkv, (H // Hkv) * L, -1) @ v).reshape(B, H, L, hd)
 
 

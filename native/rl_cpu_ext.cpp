@@ -1,4 +1,5 @@
-// Fused CPU kernels for rl-values as MLX primitives: RMSNorm and silu(g)*u, forward and backward.
+// Fused CPU kernels for rl-values as MLX primitives: RMSNorm, silu(g)*u and a masked softmax,
+// forward and backward.
 //
 // Each op is an mlx::core::Primitive whose eval_cpu enqueues its work on the primitive's CPU
 // stream through MLX's command encoder, so it is ordered with the stream's other ops. Inside that
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -236,6 +238,58 @@ void silu_mul_bwd_span(const float* g, const float* u, const float* c, float* dg
   }
 }
 
+// softmax over the keys where mask is set, 0 elsewhere; a row with no key set is all zeros.
+// mrow[j * ms] reads the (possibly broadcast, strided) mask.
+RL_CLONES
+void masked_softmax_row(const float* s, const bool* mrow, int64_t ms, float* p, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+  if (ms == 1) {
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, mrow[j] ? s[j] : kNegInf);
+  } else {
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, mrow[j * ms] ? s[j] : kNegInf);
+  }
+  if (mx == kNegInf) {
+    std::fill(p, p + n, 0.0f);
+    return;
+  }
+  float sum = 0.0f;
+  if (ms == 1) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      float e = mrow[j] ? exp_poly(s[j] - mx) : 0.0f;
+      p[j] = e;
+      sum += e;
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      float e = mrow[j * ms] ? exp_poly(s[j] - mx) : 0.0f;
+      p[j] = e;
+      sum += e;
+    }
+  }
+  float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+}
+
+// ds = p * (c - sum(c * p)) per row.
+RL_CLONES
+void softmax_bwd_rows(const float* p, const float* c, float* ds, int64_t r0, int64_t r1,
+                      int64_t n) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* pr = p + r * n;
+    const float* cr = c + r * n;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < n; ++j) dot += pr[j] * cr[j];
+    float* dr = ds + r * n;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (cr[j] - dot);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Primitives
 
@@ -311,6 +365,32 @@ class SiluMulVJP : public mx::Primitive {
   bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
+class MaskedSoftmax : public mx::Primitive {
+ public:
+  explicit MaskedSoftmax(mx::Stream s) : mx::Primitive(s) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("rl_cpu_ext.MaskedSoftmax has no GPU implementation");
+  }
+  std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
+                             const std::vector<mx::array>& cotangents,
+                             const std::vector<int>& argnums,
+                             const std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "RLMaskedSoftmax"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+};
+
+class SoftmaxVJP : public mx::Primitive {
+ public:
+  explicit SoftmaxVJP(mx::Stream s) : mx::Primitive(s) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("rl_cpu_ext.SoftmaxVJP has no GPU implementation");
+  }
+  const char* name() const override { return "RLSoftmaxVJP"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+};
+
 // ---- ops (graph building): inputs made row-contiguous float32 on the CPU stream
 
 mx::Stream cpu_stream(mx::StreamOrDevice s) {
@@ -341,6 +421,18 @@ mx::array silu_mul(const mx::array& g, const mx::array& u, mx::StreamOrDevice s 
   auto gc = mx::contiguous(g, false, st);
   auto uc = mx::contiguous(u, false, st);
   return mx::array(g.shape(), mx::float32, std::make_shared<SiluMul>(st), {gc, uc});
+}
+
+// The mask is broadcast (a strided view, no copy) to the scores' shape.
+mx::array masked_softmax(const mx::array& scores, const mx::array& mask,
+                         mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  check_f32(scores, "masked_softmax");
+  if (mask.dtype() != mx::bool_) throw std::invalid_argument("masked_softmax: mask must be bool");
+  if (scores.ndim() < 1) throw std::invalid_argument("masked_softmax: scores need an axis");
+  auto sc = mx::contiguous(scores, false, st);
+  auto m = mx::broadcast_to(mask, scores.shape(), st);
+  return mx::array(scores.shape(), mx::float32, std::make_shared<MaskedSoftmax>(st), {sc, m});
 }
 
 // ---- eval_cpu
@@ -448,6 +540,67 @@ void SiluMulVJP::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::arra
   });
 }
 
+void MaskedSoftmax::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& sc = in[0];
+  auto& m = in[1];
+  auto& p = out[0];
+  alloc(p);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  enc.set_input_array(sc);
+  enc.set_input_array(m);
+  enc.set_output_array(p);
+  int64_t n = sc.shape(-1), rows = n ? static_cast<int64_t>(sc.size()) / n : 0;
+  std::vector<int64_t> shape(m.shape().begin(), m.shape().end() - 1);
+  std::vector<int64_t> strides(m.strides().begin(), m.strides().end() - 1);
+  int64_t ms = m.strides().back();
+  enc.dispatch([sp = sc.data<float>(), mp = m.data<bool>(), pp = p.data<float>(), rows, n, ms,
+                shape = std::move(shape), strides = std::move(strides)]() {
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t off = 0, rest = r;  // the mask row's offset: r's index over the leading axes
+        for (int64_t a = static_cast<int64_t>(shape.size()) - 1; a >= 0; --a) {
+          off += (rest % shape[a]) * strides[a];
+          rest /= shape[a];
+        }
+        masked_softmax_row(sp + r * n, mp + off, ms, pp + r * n, n);
+      }
+    });
+  });
+}
+
+void SoftmaxVJP::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& p = in[0];
+  auto& c = in[1];
+  auto& ds = out[0];
+  alloc(ds);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  enc.set_input_array(p);
+  enc.set_input_array(c);
+  enc.set_output_array(ds);
+  int64_t n = p.shape(-1), rows = n ? static_cast<int64_t>(p.size()) / n : 0;
+  enc.dispatch([pp = p.data<float>(), cp = c.data<float>(), dp = ds.data<float>(), rows, n]() {
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) { softmax_bwd_rows(pp, cp, dp, r0, r1, n); });
+  });
+}
+
+std::vector<mx::array> MaskedSoftmax::vjp(const std::vector<mx::array>& primals,
+                                          const std::vector<mx::array>& cotangents,
+                                          const std::vector<int>& argnums,
+                                          const std::vector<mx::array>& outputs) {
+  auto st = stream();
+  std::vector<mx::array> res;
+  for (int a : argnums) {
+    if (a == 1) {
+      res.push_back(mx::zeros_like(primals[1], st));
+      continue;
+    }
+    auto c = mx::contiguous(mx::astype(cotangents[0], mx::float32, st), false, st);
+    res.push_back(mx::array(outputs[0].shape(), mx::float32, std::make_shared<SoftmaxVJP>(st),
+                            {outputs[0], c}));
+  }
+  return res;
+}
+
 std::vector<mx::array> SiluMul::vjp(const std::vector<mx::array>& primals,
                                     const std::vector<mx::array>& cotangents,
                                     const std::vector<int>& argnums,
@@ -480,6 +633,10 @@ NB_MODULE(rl_cpu_ext, m) {
         "stream"_a = nb::none(), "x / sqrt(mean(x^2, -1) + eps) * weight, float32, CPU");
   m.def("silu_mul", &rl::silu_mul, "g"_a, "u"_a, nb::kw_only(), "stream"_a = nb::none(),
         "silu(g) * u, float32, CPU");
+  m.def("masked_softmax", &rl::masked_softmax, "scores"_a, "mask"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "softmax over the last axis where mask (bool, broadcastable) is set; 0 elsewhere and "
+        "in rows with no key set; float32, CPU");
   m.def("threads", [] { return rl::pool().size(); }, "threads an op may use");
   m.def("simd_level", &rl::simd_level, "the CPU level the kernels were dispatched for");
 }

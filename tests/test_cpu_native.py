@@ -1,7 +1,7 @@
 """The fused native CPU kernels (cpu_native, native/rl_cpu_ext.cpp) against float64 numpy
-references and their plain-MLX twins: values and gradients, float32, odd widths, zero rows,
-non-contiguous inputs, the multi-threaded path; the dispatch in cpu_ops; and a forced build
-failure that must leave the plain path in use with one `note:` line.
+references and their plain-MLX twins: values and gradients, float32, odd widths, zero and
+masked rows, non-contiguous inputs, the multi-threaded path; the dispatch in cpu_ops; and a
+forced build failure that must leave the plain path in use with one `note:` line.
 
 Parity tests skip (with the reason) where the extension did not build, e.g. under
 RL_VALUES_CPU_EXT=fail or without a C++ compiler; the first run on a machine builds it (1-3 min).
@@ -123,7 +123,62 @@ def test_silu_mul_matches_float64_and_plain(ext, shape):
         assert np.isfinite(np.array(got)).all()
 
 
-def test_kernels_refuse_non_float32_and_gpu_streams(ext):
+def _softmax_ref(s, mask, g):
+    """float64 masked softmax (rows with no key set: zeros) and the gradient of sum(p * g)."""
+    s, g = np.array(s, dtype=np.float64), np.array(g, dtype=np.float64)
+    mask = np.broadcast_to(np.array(mask), s.shape)
+    z = np.where(mask, s, -np.inf)
+    m = z.max(-1, keepdims=True)
+    e = np.where(mask, np.exp(z - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    tot = e.sum(-1, keepdims=True)
+    p = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
+    return p, p * (g - (g * p).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("keys", [31, 32, 33, 130])
+def test_masked_softmax_matches_float64_and_the_stand_in(ext, keys):
+    """Attention's layout: scores (B, Hkv, rep, L, S), a causal + padding mask (B, 1, 1, L, S)
+    broadcast over the heads; one batch row's first query sees no key (all zeros)."""
+    rng = np.random.default_rng(keys)
+    B, Hkv, rep, L = 2, 3, 3, 5
+    s = (rng.normal(size=(B, Hkv, rep, L, keys)) * 4).astype(np.float32)
+    start = keys - L  # query l sits at slot start + l
+    mask = np.arange(keys)[None, :] <= (start + np.arange(L))[:, None]  # (L, S) causal
+    mask = np.broadcast_to(mask, (B, L, keys)).copy()
+    mask[1, :, :3] = False  # row 1 is left-padded by three slots
+    mask[0, 0, :] = False  # and one query of row 0 sees nothing
+    mask = mask[:, None, None]
+    g = rng.normal(size=s.shape).astype(np.float32)
+    p_ref, ds_ref = _softmax_ref(s, mask, g)
+    sa, ma, ga = mx.array(s), mx.array(mask), mx.array(g)
+    ours = ext.masked_softmax(sa, ma)
+    ds = mx.grad(lambda a: (ext.masked_softmax(a, ma) * ga).sum())(sa)
+    assert _err(ours, p_ref) < 1e-6, _err(ours, p_ref)
+    assert _err(ds, ds_ref) < 1e-5 * max(1.0, np.abs(ds_ref).max()), _err(ds, ds_ref)
+    stand_in = cpu_ops.masked_softmax_cpu(sa, ma)
+    seen = np.broadcast_to(np.array(mask).any(-1, keepdims=True), s.shape)
+    assert _err(np.where(seen, np.array(ours), 0), np.where(seen, np.array(stand_in), 0)) < 1e-5
+
+
+def test_attention_with_the_kernel_matches_sdpa(ext, monkeypatch):
+    """cpu_ops.attention (GQA, the native softmax inside) against MLX's fused attention."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(3)
+    B, H, Hkv, L, S, hd = 2, 9, 3, 4, 33, 16
+    q, k, v = (
+        mx.array(rng.normal(size=shape).astype(np.float32))
+        for shape in ((B, H, L, hd), (B, Hkv, S, hd), (B, Hkv, S, hd))
+    )
+    mask = np.arange(S)[None, :] <= (S - L + np.arange(L))[:, None]
+    mask = np.broadcast_to(mask, (B, 1, L, S)).copy()
+    mask[1, :, :, :2] = False
+    mask = mx.array(mask)
+    ours = cpu_ops.attention(q, k, v, 0.25, mask)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.25, mask=mask)
+    assert _err(ours, want) < 1e-5, _err(ours, want)
+
+
+def test_kernels_refuse_wrong_inputs(ext):
     x = mx.ones((2, 4), dtype=mx.float16)
     with pytest.raises(ValueError, match="float32"):
         ext.rms_norm(x, mx.ones((4,), dtype=mx.float16), EPS)
@@ -131,6 +186,8 @@ def test_kernels_refuse_non_float32_and_gpu_streams(ext):
         ext.rms_norm(mx.ones((2, 4)), mx.ones((3,)), EPS)
     with pytest.raises(ValueError, match="shapes"):
         ext.silu_mul(mx.ones((2, 4)), mx.ones((4,)))
+    with pytest.raises(ValueError, match="bool"):
+        ext.masked_softmax(mx.ones((2, 4)), mx.ones((2, 4)))
 
 
 def test_cpu_ops_dispatches_to_the_kernels_under_the_switch(ext, monkeypatch):
