@@ -133,7 +133,7 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
     out = []
     for rows in rows_list:
         tokens, pad = g.left_pad([g.chat_tokens(p) for p in PROMPTS])
-        cache, _ = g.prefill(tokens, pad, tokens.shape[1] + 2 * steps * rounds + 8)
+        cache, _ = g.prefill(tokens, pad, tokens.shape[1] + (2 * rounds + 2) * steps + 8)
         cache = cache.broadcast_batch(rows // len(PROMPTS))
         tok = mx.ones((rows, 1), dtype=mx.int32)
         times = {"on": [], "off": []}
