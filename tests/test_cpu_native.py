@@ -178,6 +178,37 @@ def test_attention_with_the_kernel_matches_sdpa(ext, monkeypatch):
     assert _err(ours, want) < 1e-5, _err(ours, want)
 
 
+def test_two_cpu_streams_checkpoint_and_compile(ext):
+    """Two CPU streams at once (the pool serves one, the other runs on its own thread), and the
+    ops under mx.checkpoint and mx.compile, all give the plain values and gradients."""
+    rng = np.random.default_rng(5)
+    big = mx.array(rng.normal(size=(512, 576)).astype(np.float32))  # threaded: 295 K elements
+    w = mx.array(rng.normal(size=576).astype(np.float32))
+    s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+    r1 = ext.rms_norm(big, w, EPS, stream=s1)
+    r2 = ext.rms_norm(-big, w, EPS, stream=s2)
+    mx.eval(r1, r2)
+    want = mx.fast.rms_norm(big, w, EPS)
+    assert _err(r1, want) < 1e-4 and _err(r2, -want) < 1e-4, (_err(r1, want), _err(r2, -want))
+
+    x, g = big[:8, :64], mx.array(rng.normal(size=(8, 64)).astype(np.float32))
+    wx = w[:64]
+
+    def ours(a, b):
+        return (ext.silu_mul(ext.rms_norm(a, b, EPS), a) * g).sum()
+
+    def plain(a, b):
+        y = mx.fast.rms_norm(a, b, EPS)
+        return (nn.silu(y) * a * g).sum()
+
+    want = mx.grad(plain, argnums=(0, 1))(x, wx)
+    for got in (
+        mx.grad(mx.checkpoint(ours), argnums=(0, 1))(x, wx),
+        mx.compile(mx.grad(ours, argnums=(0, 1)))(x, wx),
+    ):
+        assert max(_err(a, b) for a, b in zip(got, want, strict=True)) < 1e-4
+
+
 def test_kernels_refuse_wrong_inputs(ext):
     x = mx.ones((2, 4), dtype=mx.float16)
     with pytest.raises(ValueError, match="float32"):
