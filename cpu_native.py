@@ -1,13 +1,13 @@
 """Builds once (into a cache folder) and loads rl_cpu_ext: fused float32 CPU kernels for MLX.
 
-native/rl_cpu_ext.cpp holds RMSNorm, silu(g)*u and attention's masked softmax, forward and
-backward, each an MLX `Primitive` whose eval_cpu runs vectorized (AVX2+FMA where the CPU has it)
-over the machine's threads. It is compiled on first use with CMake, the system C++ compiler,
-nanobind and the MLX wheel's CMake config, keyed by the sources and the MLX, nanobind and Python
-versions. Anything that fails (no compiler, an ABI mismatch, a wrong smoke-test value) leaves
-`load()` returning None after ONE `note:` line, and cpu_ops uses its plain-MLX path. Only for
-the CPU backend: Metal and CUDA never load it. $RL_VALUES_CPU_EXT=0 turns it off; =fail forces a
-build failure (tests).
+native/rl_cpu_ext.cpp holds RMSNorm, silu(g)*u, attention's masked softmax (forward and backward)
+and the LM head's row statistics, each an MLX `Primitive` whose eval_cpu runs vectorized
+(AVX2+FMA where the CPU has it) over the machine's threads. It is compiled on first use with
+CMake, the system C++ compiler, nanobind and the MLX wheel's CMake config, keyed by the sources
+and the MLX, nanobind and Python versions. Anything that fails (no compiler, an ABI mismatch, a
+wrong smoke-test value) leaves `load()` returning None after ONE `note:` line, and cpu_ops uses
+its plain-MLX path. Only for the CPU backend: Metal and CUDA never load it.
+$RL_VALUES_CPU_EXT=0 turns it off; =fail forces a build failure (tests).
 """
 
 import fcntl

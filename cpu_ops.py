@@ -8,8 +8,8 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
-silu·up, RMSNorm and the masked softmax on float32 run the fused native kernels (cpu_native.py)
-where they built.
+silu·up, RMSNorm, the masked softmax and the log-prob row statistics on float32 run the fused
+native kernels (cpu_native.py) where they built.
 `blocked()` marks forward-only passes (the judge, prefill), where exp-heavy ops also run in
 cache-sized blocks. It is not a kernel library: Metal/CUDA kernels live in kernels.py.
 """
@@ -278,7 +278,11 @@ def row_blocks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
 
 
 def lse_entropy(z: mx.array, want_ent: bool):
-    """Per row of float32 logits z: (logsumexp, entropy of softmax or None), in row blocks."""
+    """Per row of float32 logits z: (logsumexp, entropy of softmax or None): the native kernel,
+    else in row blocks."""
+    if (ext := native(z)) is not None:
+        lse, ent = ext.lse_entropy(z, want_ent)
+        return lse, (ent if want_ent else None)
     fn = _lse_ent_cpu if want_ent else _lse_cpu
     outs = [fn(z[r0:r1]) for r0, r1 in row_blocks(z.shape[0], z.shape[-1])]
     if not want_ent:
@@ -298,8 +302,12 @@ def _softmax_grad_ent_block(z, lse, c, gh):
 
 
 def softmax_grad(z, lse, g, gh=None, ent=None):
-    """kernels' `_softmax_grad_plain` (-softmax(z) * c, plus the entropy part) on poly_exp,
-    over cache-sized blocks of rows."""
+    """kernels' `_softmax_grad_plain` (-softmax(z) * c, plus the entropy part): the native
+    kernel, else on poly_exp over cache-sized blocks of rows."""
+    if gh is None and (ext := native(z, lse, g)) is not None:
+        return ext.softmax_grad(z, lse, -g, mx.zeros_like(g))
+    if gh is not None and (ext := native(z, lse, g, gh, ent)) is not None:
+        return ext.softmax_grad(z, lse, -(g + gh * ent), gh)
     parts = []
     for r0, r1 in row_blocks(z.shape[0], z.shape[-1]):
         if gh is None:

@@ -1,5 +1,6 @@
 // Fused CPU kernels for rl-values as MLX primitives: RMSNorm, silu(g)*u and a masked softmax,
-// forward and backward.
+// forward and backward, and the LM head's row statistics (log-sum-exp, entropy, the softmax
+// gradient) over (rows, vocabulary chunk) logits.
 //
 // Each op is an mlx::core::Primitive whose eval_cpu enqueues its work on the primitive's CPU
 // stream through MLX's command encoder, so it is ordered with the stream's other ops. Inside that
@@ -26,6 +27,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
@@ -290,6 +292,48 @@ void softmax_bwd_rows(const float* p, const float* c, float* ds, int64_t r0, int
   }
 }
 
+// Per row of z: lse = m + log s, ent = log s + sum(e (m - z)) / s, e = exp(z - m), s = sum e.
+RL_CLONES
+void lse_entropy_rows(const float* z, float* lse, float* ent, int64_t r0, int64_t r1, int64_t n) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* zr = z + r * n;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, zr[j]);
+    float sum = 0.0f, wsum = 0.0f;
+    if (ent != nullptr) {
+#pragma omp simd reduction(+ : sum, wsum)
+      for (int64_t j = 0; j < n; ++j) {
+        float e = exp_poly(zr[j] - m);
+        sum += e;
+        wsum += e * (m - zr[j]);
+      }
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) sum += exp_poly(zr[j] - m);
+    }
+    float log_s = std::log(sum);
+    lse[r] = m + log_s;
+    if (ent != nullptr) ent[r] = log_s + wsum / sum;
+  }
+}
+
+// out = exp(z - lse) * (c - gh * (z - lse)) per row (gh = 0: the plain softmax times c).
+RL_CLONES
+void softmax_grad_rows(const float* z, const float* lse, const float* c, const float* gh,
+                       float* out, int64_t r0, int64_t r1, int64_t n) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* zr = z + r * n;
+    float* o = out + r * n;
+    float l = lse[r], cr = c[r], g = gh[r];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      float d = zr[j] - l;
+      o[j] = exp_poly(d) * (cr - g * d);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Primitives
 
@@ -391,6 +435,33 @@ class SoftmaxVJP : public mx::Primitive {
   bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
+class LseEntropy : public mx::Primitive {
+ public:
+  LseEntropy(mx::Stream s, bool want_ent) : mx::Primitive(s), want_ent_(want_ent) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("rl_cpu_ext.LseEntropy has no GPU implementation");
+  }
+  const char* name() const override { return "RLLseEntropy"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return want_ent_ == static_cast<const LseEntropy&>(other).want_ent_;
+  }
+
+ private:
+  bool want_ent_;
+};
+
+class SoftmaxGrad : public mx::Primitive {
+ public:
+  explicit SoftmaxGrad(mx::Stream s) : mx::Primitive(s) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("rl_cpu_ext.SoftmaxGrad has no GPU implementation");
+  }
+  const char* name() const override { return "RLSoftmaxGrad"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+};
+
 // ---- ops (graph building): inputs made row-contiguous float32 on the CPU stream
 
 mx::Stream cpu_stream(mx::StreamOrDevice s) {
@@ -433,6 +504,39 @@ mx::array masked_softmax(const mx::array& scores, const mx::array& mask,
   auto sc = mx::contiguous(scores, false, st);
   auto m = mx::broadcast_to(mask, scores.shape(), st);
   return mx::array(scores.shape(), mx::float32, std::make_shared<MaskedSoftmax>(st), {sc, m});
+}
+
+void check_rows(const mx::array& z, const char* op) {
+  check_f32(z, op);
+  if (z.ndim() != 2) throw std::invalid_argument(std::string(op) + ": z must be (rows, cols)");
+}
+
+void check_per_row(const mx::array& a, const mx::array& z, const char* op) {
+  check_f32(a, op);
+  if (a.ndim() != 1 || a.shape(0) != z.shape(0)) {
+    throw std::invalid_argument(std::string(op) + ": per-row inputs must be (rows,)");
+  }
+}
+
+// (lse, entropy) per row of float32 (rows, cols) logits; entropy is zeros unless want_ent.
+std::vector<mx::array> lse_entropy(const mx::array& z, bool want_ent, mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  check_rows(z, "lse_entropy");
+  auto zc = mx::contiguous(z, false, st);
+  mx::Shape rows = {z.shape(0)};
+  return mx::array::make_arrays({rows, rows}, {mx::float32, mx::float32},
+                                std::make_shared<LseEntropy>(st, want_ent), {zc});
+}
+
+// exp(z - lse) * (c - gh * (z - lse)), lse, c and gh per row.
+mx::array softmax_grad(const mx::array& z, const mx::array& lse, const mx::array& c,
+                       const mx::array& gh, mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  check_rows(z, "softmax_grad");
+  for (auto* a : {&lse, &c, &gh}) check_per_row(*a, z, "softmax_grad");
+  std::vector<mx::array> in = {mx::contiguous(z, false, st), mx::contiguous(lse, false, st),
+                               mx::contiguous(c, false, st), mx::contiguous(gh, false, st)};
+  return mx::array(z.shape(), mx::float32, std::make_shared<SoftmaxGrad>(st), std::move(in));
 }
 
 // ---- eval_cpu
@@ -601,6 +705,39 @@ std::vector<mx::array> MaskedSoftmax::vjp(const std::vector<mx::array>& primals,
   return res;
 }
 
+void LseEntropy::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& z = in[0];
+  alloc(out[0]);
+  alloc(out[1]);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  enc.set_input_array(z);
+  enc.set_output_array(out[0]);
+  enc.set_output_array(out[1]);
+  int64_t rows = z.shape(0), n = z.shape(1);
+  enc.dispatch([zp = z.data<float>(), lp = out[0].data<float>(), ep = out[1].data<float>(), rows,
+                n, want = want_ent_]() {
+    if (!want) std::fill(ep, ep + rows, 0.0f);
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) {
+      lse_entropy_rows(zp, lp, want ? ep : nullptr, r0, r1, n);
+    });
+  });
+}
+
+void SoftmaxGrad::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& z = in[0];
+  alloc(out[0]);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  enc.set_output_array(out[0]);
+  int64_t rows = z.shape(0), n = z.shape(1);
+  enc.dispatch([zp = z.data<float>(), lp = in[1].data<float>(), cp = in[2].data<float>(),
+                gp = in[3].data<float>(), op = out[0].data<float>(), rows, n]() {
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) {
+      softmax_grad_rows(zp, lp, cp, gp, op, r0, r1, n);
+    });
+  });
+}
+
 std::vector<mx::array> SiluMul::vjp(const std::vector<mx::array>& primals,
                                     const std::vector<mx::array>& cotangents,
                                     const std::vector<int>& argnums,
@@ -637,6 +774,13 @@ NB_MODULE(rl_cpu_ext, m) {
         "stream"_a = nb::none(),
         "softmax over the last axis where mask (bool, broadcastable) is set; 0 elsewhere and "
         "in rows with no key set; float32, CPU");
+  m.def("lse_entropy", &rl::lse_entropy, "z"_a, "want_ent"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "[log-sum-exp, entropy of the softmax] per row of float32 (rows, cols) logits; the "
+        "entropy is zeros unless want_ent. No autodiff.");
+  m.def("softmax_grad", &rl::softmax_grad, "z"_a, "lse"_a, "c"_a, "gh"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "exp(z - lse) * (c - gh * (z - lse)) with lse, c, gh per row; float32. No autodiff.");
   m.def("threads", [] { return rl::pool().size(); }, "threads an op may use");
   m.def("simd_level", &rl::simd_level, "the CPU level the kernels were dispatched for");
 }

@@ -22,6 +22,7 @@ import pytest
 
 import cpu_native
 import cpu_ops
+import kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS = 1e-5
@@ -178,6 +179,45 @@ def test_attention_with_the_kernel_matches_sdpa(ext, monkeypatch):
     assert _err(ours, want) < 1e-5, _err(ours, want)
 
 
+@pytest.mark.parametrize("rows,cols", [(1, 31), (3, 32), (5, 33), (33, 1000), (40, 4096)])
+def test_row_statistics_match_float64_and_the_plain_twins(ext, rows, cols, monkeypatch):
+    """The LM head's row statistics over a vocabulary chunk: log-sum-exp, entropy and the
+    softmax gradient (with and without the entropy term), through cpu_ops' dispatch, against
+    float64 and kernels' plain twins; one row holds a -1e30 logit (a masked vocabulary slot)."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(rows * cols)
+    z = (rng.normal(size=(rows, cols)) * 5).astype(np.float32)
+    z[0, 0] = -1e30
+    g, gh = (rng.normal(size=rows).astype(np.float32) for _ in range(2))
+    z64 = z.astype(np.float64)
+    m = z64.max(-1, keepdims=True)
+    lse_ref = (m + np.log(np.exp(z64 - m).sum(-1, keepdims=True)))[:, 0]
+    logp = z64 - lse_ref[:, None]
+    ent_ref = -(np.exp(logp) * logp).sum(-1)
+    za, ga, gha = mx.array(z), mx.array(g), mx.array(gh)
+    lse, ent = cpu_ops.lse_entropy(za, True)
+    lse_only, none = cpu_ops.lse_entropy(za, False)
+    assert none is None
+    assert _err(lse, lse_ref) < 1e-5 * max(1.0, np.abs(lse_ref).max()), _err(lse, lse_ref)
+    assert _err(lse_only, lse) < 1e-6 * max(1.0, np.abs(lse_ref).max())
+    assert _err(ent, ent_ref) < 1e-4, _err(ent, ent_ref)
+    plain_lse, _, plain_ent = kernels._row_stats_plain(za, mx.zeros((rows,), mx.int32), True)
+    assert _err(lse, plain_lse) < 1e-5 * max(1.0, np.abs(lse_ref).max())
+    assert _err(ent, plain_ent) < 1e-4
+
+    p = np.exp(logp)
+    want = p * (-g)[:, None]
+    got = cpu_ops.softmax_grad(za, mx.array(lse_ref.astype(np.float32)), ga)
+    assert _err(got, want) < 1e-5, _err(got, want)
+    c = -(g + gh * ent_ref)
+    want = p * (c[:, None] - gh[:, None] * logp)
+    lse32, ent32 = mx.array(lse_ref.astype(np.float32)), mx.array(ent_ref.astype(np.float32))
+    got = cpu_ops.softmax_grad(za, lse32, ga, gha, ent32)
+    assert _err(got, want) < 1e-5 * max(1.0, np.abs(want).max()), _err(got, want)
+    twin = kernels._softmax_grad_plain(za, lse32, ga, gha, ent32)
+    assert _err(got, twin) < 1e-5 * max(1.0, np.abs(want).max()), _err(got, twin)
+
+
 def test_two_cpu_streams_checkpoint_and_compile(ext):
     """Two CPU streams at once (the pool serves one, the other runs on its own thread), and the
     ops under mx.checkpoint and mx.compile, all give the plain values and gradients."""
@@ -219,6 +259,10 @@ def test_kernels_refuse_wrong_inputs(ext):
         ext.silu_mul(mx.ones((2, 4)), mx.ones((4,)))
     with pytest.raises(ValueError, match="bool"):
         ext.masked_softmax(mx.ones((2, 4)), mx.ones((2, 4)))
+    with pytest.raises(ValueError, match="rows"):
+        ext.lse_entropy(mx.ones((2, 3, 4)), True)
+    with pytest.raises(ValueError, match="per-row"):
+        ext.softmax_grad(mx.ones((2, 4)), mx.ones((3,)), mx.ones((2,)), mx.ones((2,)))
 
 
 def test_cpu_ops_dispatches_to_the_kernels_under_the_switch(ext, monkeypatch):
