@@ -9,9 +9,9 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
 silu·up, RMSNorm, the masked softmax and the log-prob row statistics on float32 run the fused
-native kernels (cpu_native.py) where they built.
-`blocked()` marks forward-only passes (the judge, prefill), where exp-heavy ops also run in
-cache-sized blocks. It is not a kernel library: Metal/CUDA kernels live in kernels.py.
+native kernels (cpu_native.py) where they built. `blocked()` marks forward-only passes (the
+judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
+library: Metal/CUDA kernels live in kernels.py.
 """
 
 import contextlib
