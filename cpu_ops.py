@@ -6,10 +6,12 @@ operands stay cache-sized, and MLX's CPU elementwise kernels slow down ~4x per e
 (knowledge/inference.md). This module holds those stand-ins (silu·up, masked softmax attention,
 RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behind ONE switch,
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
-tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rope_for`);
-each falls back to its plain-MLX twin when the switch is off. `blocked()` marks forward-only
-passes (the judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a
-kernel library: Metal/CUDA kernels live in kernels.py.
+tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
+`rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
+silu·up, RMSNorm, the masked softmax and the log-prob row statistics on float32 run the fused
+native kernels (cpu_native.py) where they built. `blocked()` marks forward-only passes (the
+judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
+library: Metal/CUDA kernels live in kernels.py.
 """
 
 import contextlib
@@ -21,6 +23,8 @@ import backend
 # isort: split
 import mlx.core as mx
 import mlx.nn as nn
+
+import cpu_native
 
 ENABLED = backend.backend_name() == "cpu" and not backend.plain_ops_requested()
 
@@ -90,10 +94,21 @@ def _silu_mul_vjp(primals, cotangent, output):
     return _silu_mul_bwd(*primals, cotangent)
 
 
+def native(*arrays: mx.array):
+    """The fused native kernels (cpu_native) for these arrays: under the switch, all float32,
+    and only once they built and loaded; else None."""
+    if not ENABLED or any(a.dtype != mx.float32 for a in arrays):
+        return None
+    return cpu_native.load()
+
+
 def silu_mul(g: mx.array, u: mx.array) -> mx.array:
-    """silu(g) * u: the CPU stand-in (in row blocks inside `blocked()`), else the plain twin."""
+    """silu(g) * u: the native kernel, else the CPU stand-in (in row blocks inside `blocked()`),
+    else the plain twin."""
     if not ENABLED:
         return nn.silu(g) * u
+    if g.shape == u.shape and (ext := native(g, u)) is not None:
+        return ext.silu_mul(g, u)
     if not _blocked or g.size <= CPU_BLOCK:
         return silu_mul_cpu(g, u)
     width = g.shape[-1]
@@ -101,6 +116,24 @@ def silu_mul(g: mx.array, u: mx.array) -> mx.array:
     n = max(1, CPU_BLOCK // width)
     parts = [silu_mul_cpu(g2[i : i + n], u2[i : i + n]) for i in range(0, g2.shape[0], n)]
     return mx.concatenate(parts, axis=0).reshape(g.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# RMSNorm
+
+
+def rms_norm(x: mx.array, weight: mx.array, eps: float) -> mx.array:
+    """x / sqrt(mean(x^2, -1) + eps) * weight: the native kernel, else mx.fast.rms_norm."""
+    if (ext := native(x, weight)) is not None:
+        return ext.rms_norm(x, weight, eps)
+    return mx.fast.rms_norm(x, weight, eps)
+
+
+class RMSNorm(nn.RMSNorm):
+    """nn.RMSNorm (same parameter, same checkpoint name) that dispatches through `rms_norm`."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return rms_norm(x, self["weight"], self.eps)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,6 +162,15 @@ def _masked_softmax_vjp(primals, cotangent, output):
     return _softmax_bwd(output, cotangent), mx.zeros_like(primals[1])
 
 
+def masked_softmax(scores: mx.array, mask: mx.array) -> mx.array:
+    """Softmax over the last axis where the boolean `mask` (broadcast) is set: the native kernel
+    for float32 where it built, else the compiled stand-in. A row with no key set: the kernel
+    gives zeros, the stand-in NaN (0/0); attention never reads such rows' outputs."""
+    if (ext := native(scores)) is not None:
+        return ext.masked_softmax(scores, mask)
+    return masked_softmax_cpu(scores, mask)
+
+
 def _attention_block(q, k, v, scale, mask):
     """GQA attention as matmuls + masked_softmax_cpu; q (B, H, L, hd), k/v (B, Hkv, S, hd)."""
     B, H, L, hd = q.shape
@@ -136,7 +178,7 @@ def _attention_block(q, k, v, scale, mask):
     q = q.reshape(B, Hkv, (H // Hkv) * L, hd)  # query head h uses kv head h // (H // Hkv)
     s = (q * scale) @ k.swapaxes(-1, -2)  # (B, Hkv, rep*L, S)
     s = s.reshape(B, Hkv, H // Hkv, L, -1)
-    p = masked_softmax_cpu(s.astype(mx.float32), mask[:, :, None]).astype(v.dtype)
+    p = masked_softmax(s.astype(mx.float32), mask[:, :, None]).astype(v.dtype)
     return (p.reshape(B, Hkv, (H // Hkv) * L, -1) @ v).reshape(B, H, L, hd)
 
 
@@ -236,7 +278,11 @@ def row_blocks(n_rows: int, n_cols: int) -> list[tuple[int, int]]:
 
 
 def lse_entropy(z: mx.array, want_ent: bool):
-    """Per row of float32 logits z: (logsumexp, entropy of softmax or None), in row blocks."""
+    """Per row of float32 logits z: (logsumexp, entropy of softmax or None): the native kernel,
+    else in row blocks."""
+    if (ext := native(z)) is not None:
+        lse, ent = ext.lse_entropy(z, want_ent)
+        return lse, (ent if want_ent else None)
     fn = _lse_ent_cpu if want_ent else _lse_cpu
     outs = [fn(z[r0:r1]) for r0, r1 in row_blocks(z.shape[0], z.shape[-1])]
     if not want_ent:
@@ -256,8 +302,12 @@ def _softmax_grad_ent_block(z, lse, c, gh):
 
 
 def softmax_grad(z, lse, g, gh=None, ent=None):
-    """kernels' `_softmax_grad_plain` (-softmax(z) * c, plus the entropy part) on poly_exp,
-    over cache-sized blocks of rows."""
+    """kernels' `_softmax_grad_plain` (-softmax(z) * c, plus the entropy part): the native
+    kernel, else on poly_exp over cache-sized blocks of rows."""
+    if gh is None and (ext := native(z, lse, g)) is not None:
+        return ext.softmax_grad(z, lse, -g, mx.zeros_like(g))
+    if gh is not None and (ext := native(z, lse, g, gh, ent)) is not None:
+        return ext.softmax_grad(z, lse, -(g + gh * ent), gh)
     parts = []
     for r0, r1 in row_blocks(z.shape[0], z.shape[-1]):
         if gh is None:

@@ -5,8 +5,9 @@ unknown keys are dropped). Parameter names equal the HF checkpoint's, so weights
 `strict=True`. Batches may be left-padded: `pad[b]` slots at the start of row b hold no token,
 and every row gets its own RoPE positions and mask, so a padded row computes what the unpadded
 sequence computes. Hidden states and the LM head are exposed separately so log-probs can be
-chunked over the vocabulary. Attention, silu·up and RoPE go through cpu_ops, which picks the
-CPU-tuned or plain-MLX version once. It is not a sampler or a cache: see gwen.py and kvcache.py.
+chunked over the vocabulary. Attention, silu·up, RMSNorm and RoPE go through cpu_ops, which
+picks the CPU-tuned or plain-MLX version once. It is not a sampler or a cache: see gwen.py and
+kvcache.py.
 """
 
 import dataclasses
@@ -162,8 +163,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(dim, self.n_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, dim, bias=bias)
         if args.qk_norm:
-            self.q_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
-            self.k_norm = nn.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
+            self.q_norm = cpu_ops.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
+            self.k_norm = cpu_ops.RMSNorm(self.head_dim, eps=args.rms_norm_eps)
 
     def __call__(self, x, mask, rope, cache=None, layer=0):
         B, L, _ = x.shape
@@ -198,8 +199,8 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.self_attn = Attention(args)
         self.mlp = MLP(args)
-        self.input_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
-        self.post_attention_layernorm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.input_layernorm = cpu_ops.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.post_attention_layernorm = cpu_ops.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
 
     def __call__(self, x, mask, rope, cache=None, layer=0):
         h = x + self.self_attn(self.input_layernorm(x), mask, rope, cache, layer)
@@ -211,7 +212,7 @@ class Body(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = [TransformerBlock(args) for _ in range(args.num_hidden_layers)]
-        self.norm = nn.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
+        self.norm = cpu_ops.RMSNorm(args.hidden_size, eps=args.rms_norm_eps)
 
 
 class Model(nn.Module):

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Low: the model and how it is loaded, plus plain utilities that import no other repo module.
 LOW = {
-    "backend", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights", "gguf_cache",
-    "chat_format", "prompts", "diversity", "stats", "broken_text", "flags", "errors",
+    "backend", "cpu_native", "cpu_ops", "model", "kvcache", "lora", "quant", "load_weights",
+    "gguf_cache", "chat_format", "prompts", "diversity", "stats", "broken_text", "flags", "errors",
     "strict_json", "atomic", "run_folder", "precision",
 }  # fmt: skip
 # Middle: sampling, the RL math and the loop's parts, rewards and judges.

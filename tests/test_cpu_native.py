@@ -1,0 +1,320 @@
+"""The fused native CPU kernels (cpu_native, native/rl_cpu_ext.cpp) against float64 numpy
+references and their plain-MLX twins: values and gradients, float32, odd widths, zero and
+masked rows, non-contiguous inputs, the multi-threaded path; the dispatch in cpu_ops; and a
+forced build failure that must leave the plain path in use with one `note:` line.
+
+Parity tests skip (with the reason) where the extension did not build, e.g. under
+RL_VALUES_CPU_EXT=fail or without a C++ compiler; the first run on a machine builds it (1-3 min).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import backend
+
+# isort: split
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+
+import cpu_native
+import cpu_ops
+import kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+EPS = 1e-5
+
+
+@pytest.fixture(scope="module")
+def ext():
+    module = cpu_native.load()
+    if module is None:
+        setting = os.environ.get(cpu_native.EXT_ENV)
+        pytest.skip(f"rl_cpu_ext unavailable (backend {backend.backend_name()!r}, "
+                    f"${cpu_native.EXT_ENV}={setting!r}; see the note)")  # fmt: skip
+    return module
+
+
+def _rms_ref(x, w, g):
+    """float64 RMSNorm, and its gradients for the loss sum(y * g)."""
+    x, w, g = (np.array(a, dtype=np.float64) for a in (x, w, g))
+    d = x.shape[-1]
+    inv = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
+    y = x * inv * w
+    gw = g * w
+    dx = inv * gw - x * inv**3 * (gw * x).sum(-1, keepdims=True) / d
+    dw = (g * x * inv).reshape(-1, d).sum(0)
+    return y, dx, dw
+
+
+def _silu_ref(a, b, g):
+    a, b, g = (np.array(t, dtype=np.float64) for t in (a, b, g))
+    s = 1.0 / (1.0 + np.exp(-a))
+    return a * s * b, g * b * s * (1 + a * (1 - s)), g * a * s
+
+
+def _err(a, b):
+    return float(np.max(np.abs(np.array(a, dtype=np.float64) - np.array(b, dtype=np.float64))))
+
+
+SHAPES = [(1, 31), (3, 32), (5, 33), (2, 7, 576), (130, 576)]  # the last one uses the threads
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_rms_norm_matches_float64_and_fast(ext, shape):
+    rng = np.random.default_rng(shape[-1] + len(shape))
+    x = rng.normal(size=shape).astype(np.float32) * 3
+    x.reshape(-1, shape[-1])[0] = 0.0  # a masked (all-zero) row: output and gradient stay finite
+    w = rng.normal(size=shape[-1]).astype(np.float32)
+    g = rng.normal(size=shape).astype(np.float32)
+    y_ref, dx_ref, dw_ref = _rms_ref(x, w, g)
+    xa, wa, ga = mx.array(x), mx.array(w), mx.array(g)
+
+    def loss(fn):
+        return lambda a, b: (fn(a, b) * ga).sum()
+
+    ours = ext.rms_norm(xa, wa, EPS)
+    dx, dw = mx.grad(loss(lambda a, b: ext.rms_norm(a, b, EPS)), argnums=(0, 1))(xa, wa)
+    twin = mx.fast.rms_norm(xa, wa, EPS)
+    tdx, tdw = mx.grad(loss(lambda a, b: mx.fast.rms_norm(a, b, EPS)), argnums=(0, 1))(xa, wa)
+    assert _err(ours, y_ref) < 1e-5 * max(1.0, np.abs(y_ref).max()), _err(ours, y_ref)
+    assert _err(ours, twin) < 1e-5 * max(1.0, np.abs(y_ref).max()), _err(ours, twin)
+    assert _err(dx, dx_ref) < 1e-4 * max(1.0, np.abs(dx_ref).max()), _err(dx, dx_ref)
+    assert _err(dx, tdx) < 1e-4 * max(1.0, np.abs(dx_ref).max()), _err(dx, tdx)
+    assert _err(dw, dw_ref) < 1e-5 * max(1.0, np.abs(dw_ref).max()) * np.sqrt(x.size), _err(
+        dw, dw_ref
+    )
+    assert _err(dw, tdw) < 1e-5 * max(1.0, np.abs(dw_ref).max()) * np.sqrt(x.size), _err(dw, tdw)
+    assert np.all(np.array(ours).reshape(-1, shape[-1])[0] == 0.0)
+
+
+def test_rms_norm_gradient_of_x_alone_and_strided_input(ext):
+    """A frozen weight (LoRA) asks only for d/dx; a transposed view is made contiguous first."""
+    rng = np.random.default_rng(7)
+    base = mx.array(rng.normal(size=(33, 9)).astype(np.float32))
+    x = base.T  # (9, 33), not row-contiguous
+    w = mx.array(rng.normal(size=33).astype(np.float32))
+    g = mx.array(rng.normal(size=(9, 33)).astype(np.float32))
+    y_ref, dx_ref, _ = _rms_ref(np.array(x), np.array(w), np.array(g))
+    assert _err(ext.rms_norm(x, w, EPS), y_ref) < 1e-5
+    dx = mx.grad(lambda a: (ext.rms_norm(a.T, w, EPS) * g).sum())(base)
+    assert _err(dx, dx_ref.T) < 1e-4 * max(1.0, np.abs(dx_ref).max())
+
+
+@pytest.mark.parametrize("shape", [(31,), (2, 32), (3, 33), (4, 1536), (64, 1536)])
+def test_silu_mul_matches_float64_and_plain(ext, shape):
+    rng = np.random.default_rng(shape[-1])
+    a = (rng.normal(size=shape) * 6).astype(np.float32)
+    a.reshape(-1)[:3] = [-100.0, 100.0, 0.0]  # saturated and zero gates
+    b = rng.normal(size=shape).astype(np.float32)
+    g = rng.normal(size=shape).astype(np.float32)
+    y_ref, da_ref, db_ref = _silu_ref(a, b, g)
+    aa, ba, ga = mx.array(a), mx.array(b), mx.array(g)
+    ours = ext.silu_mul(aa, ba)
+    da, db = mx.grad(lambda p, q: (ext.silu_mul(p, q) * ga).sum(), argnums=(0, 1))(aa, ba)
+    twin = nn.silu(aa) * ba
+    tda, tdb = mx.grad(lambda p, q: ((nn.silu(p) * q) * ga).sum(), argnums=(0, 1))(aa, ba)
+    for got, ref, twin_val in ((ours, y_ref, twin), (da, da_ref, tda), (db, db_ref, tdb)):
+        scale = max(1.0, float(np.abs(ref).max()))
+        assert _err(got, ref) < 2e-6 * scale, (_err(got, ref), scale)
+        assert _err(got, twin_val) < 2e-6 * scale, (_err(got, twin_val), scale)
+        assert np.isfinite(np.array(got)).all()
+
+
+def _softmax_ref(s, mask, g):
+    """float64 masked softmax (rows with no key set: zeros) and the gradient of sum(p * g)."""
+    s, g = np.array(s, dtype=np.float64), np.array(g, dtype=np.float64)
+    mask = np.broadcast_to(np.array(mask), s.shape)
+    z = np.where(mask, s, -np.inf)
+    m = z.max(-1, keepdims=True)
+    e = np.where(mask, np.exp(z - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    tot = e.sum(-1, keepdims=True)
+    p = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
+    return p, p * (g - (g * p).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("keys", [31, 32, 33, 130])
+def test_masked_softmax_matches_float64_and_the_stand_in(ext, keys):
+    """Attention's layout: scores (B, Hkv, rep, L, S), a causal + padding mask (B, 1, 1, L, S)
+    broadcast over the heads; one batch row's first query sees no key (all zeros)."""
+    rng = np.random.default_rng(keys)
+    B, Hkv, rep, L = 2, 3, 3, 5
+    s = (rng.normal(size=(B, Hkv, rep, L, keys)) * 4).astype(np.float32)
+    start = keys - L  # query l sits at slot start + l
+    mask = np.arange(keys)[None, :] <= (start + np.arange(L))[:, None]  # (L, S) causal
+    mask = np.broadcast_to(mask, (B, L, keys)).copy()
+    mask[1, :, :3] = False  # row 1 is left-padded by three slots
+    mask[0, 0, :] = False  # and one query of row 0 sees nothing
+    mask = mask[:, None, None]
+    g = rng.normal(size=s.shape).astype(np.float32)
+    p_ref, ds_ref = _softmax_ref(s, mask, g)
+    sa, ma, ga = mx.array(s), mx.array(mask), mx.array(g)
+    ours = ext.masked_softmax(sa, ma)
+    ds = mx.grad(lambda a: (ext.masked_softmax(a, ma) * ga).sum())(sa)
+    assert _err(ours, p_ref) < 1e-6, _err(ours, p_ref)
+    assert _err(ds, ds_ref) < 1e-5 * max(1.0, np.abs(ds_ref).max()), _err(ds, ds_ref)
+    stand_in = cpu_ops.masked_softmax_cpu(sa, ma)
+    seen = np.broadcast_to(np.array(mask).any(-1, keepdims=True), s.shape)
+    assert _err(np.where(seen, np.array(ours), 0), np.where(seen, np.array(stand_in), 0)) < 1e-5
+
+
+def test_attention_with_the_kernel_matches_sdpa(ext, monkeypatch):
+    """cpu_ops.attention (GQA, the native softmax inside) against MLX's fused attention."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(3)
+    B, H, Hkv, L, S, hd = 2, 9, 3, 4, 33, 16
+    q, k, v = (
+        mx.array(rng.normal(size=shape).astype(np.float32))
+        for shape in ((B, H, L, hd), (B, Hkv, S, hd), (B, Hkv, S, hd))
+    )
+    mask = np.arange(S)[None, :] <= (S - L + np.arange(L))[:, None]
+    mask = np.broadcast_to(mask, (B, 1, L, S)).copy()
+    mask[1, :, :, :2] = False
+    mask = mx.array(mask)
+    ours = cpu_ops.attention(q, k, v, 0.25, mask)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.25, mask=mask)
+    assert _err(ours, want) < 1e-5, _err(ours, want)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 31), (3, 32), (5, 33), (33, 1000), (40, 4096)])
+def test_row_statistics_match_float64_and_the_plain_twins(ext, rows, cols, monkeypatch):
+    """The LM head's row statistics over a vocabulary chunk: log-sum-exp, entropy and the
+    softmax gradient (with and without the entropy term), through cpu_ops' dispatch, against
+    float64 and kernels' plain twins; one row holds a -1e30 logit (a masked vocabulary slot)."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(rows * cols)
+    z = (rng.normal(size=(rows, cols)) * 5).astype(np.float32)
+    z[0, 0] = -1e30
+    g, gh = (rng.normal(size=rows).astype(np.float32) for _ in range(2))
+    z64 = z.astype(np.float64)
+    m = z64.max(-1, keepdims=True)
+    lse_ref = (m + np.log(np.exp(z64 - m).sum(-1, keepdims=True)))[:, 0]
+    logp = z64 - lse_ref[:, None]
+    ent_ref = -(np.exp(logp) * logp).sum(-1)
+    za, ga, gha = mx.array(z), mx.array(g), mx.array(gh)
+    lse, ent = cpu_ops.lse_entropy(za, True)
+    lse_only, none = cpu_ops.lse_entropy(za, False)
+    assert none is None
+    assert _err(lse, lse_ref) < 1e-5 * max(1.0, np.abs(lse_ref).max()), _err(lse, lse_ref)
+    assert _err(lse_only, lse) < 1e-6 * max(1.0, np.abs(lse_ref).max())
+    assert _err(ent, ent_ref) < 1e-4, _err(ent, ent_ref)
+    plain_lse, _, plain_ent = kernels._row_stats_plain(za, mx.zeros((rows,), mx.int32), True)
+    assert _err(lse, plain_lse) < 1e-5 * max(1.0, np.abs(lse_ref).max())
+    assert _err(ent, plain_ent) < 1e-4
+
+    p = np.exp(logp)
+    want = p * (-g)[:, None]
+    got = cpu_ops.softmax_grad(za, mx.array(lse_ref.astype(np.float32)), ga)
+    assert _err(got, want) < 1e-5, _err(got, want)
+    c = -(g + gh * ent_ref)
+    want = p * (c[:, None] - gh[:, None] * logp)
+    lse32, ent32 = mx.array(lse_ref.astype(np.float32)), mx.array(ent_ref.astype(np.float32))
+    got = cpu_ops.softmax_grad(za, lse32, ga, gha, ent32)
+    assert _err(got, want) < 1e-5 * max(1.0, np.abs(want).max()), _err(got, want)
+    twin = kernels._softmax_grad_plain(za, lse32, ga, gha, ent32)
+    assert _err(got, twin) < 1e-5 * max(1.0, np.abs(want).max()), _err(got, twin)
+
+
+def test_two_cpu_streams_checkpoint_and_compile(ext):
+    """Two CPU streams at once (the pool serves one, the other runs on its own thread), and the
+    ops under mx.checkpoint and mx.compile, all give the plain values and gradients."""
+    rng = np.random.default_rng(5)
+    big = mx.array(rng.normal(size=(512, 576)).astype(np.float32))  # threaded: 295 K elements
+    w = mx.array(rng.normal(size=576).astype(np.float32))
+    s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+    r1 = ext.rms_norm(big, w, EPS, stream=s1)
+    r2 = ext.rms_norm(-big, w, EPS, stream=s2)
+    mx.eval(r1, r2)
+    want = mx.fast.rms_norm(big, w, EPS)
+    assert _err(r1, want) < 1e-4 and _err(r2, -want) < 1e-4, (_err(r1, want), _err(r2, -want))
+
+    x, g = big[:8, :64], mx.array(rng.normal(size=(8, 64)).astype(np.float32))
+    wx = w[:64]
+
+    def ours(a, b):
+        return (ext.silu_mul(ext.rms_norm(a, b, EPS), a) * g).sum()
+
+    def plain(a, b):
+        y = mx.fast.rms_norm(a, b, EPS)
+        return (nn.silu(y) * a * g).sum()
+
+    want = mx.grad(plain, argnums=(0, 1))(x, wx)
+    for got in (
+        mx.grad(mx.checkpoint(ours), argnums=(0, 1))(x, wx),
+        mx.compile(mx.grad(ours, argnums=(0, 1)))(x, wx),
+    ):
+        assert max(_err(a, b) for a, b in zip(got, want, strict=True)) < 1e-4
+
+
+def test_kernels_refuse_wrong_inputs(ext):
+    x = mx.ones((2, 4), dtype=mx.float16)
+    with pytest.raises(ValueError, match="float32"):
+        ext.rms_norm(x, mx.ones((4,), dtype=mx.float16), EPS)
+    with pytest.raises(ValueError, match="weight"):
+        ext.rms_norm(mx.ones((2, 4)), mx.ones((3,)), EPS)
+    with pytest.raises(ValueError, match="shapes"):
+        ext.silu_mul(mx.ones((2, 4)), mx.ones((4,)))
+    with pytest.raises(ValueError, match="bool"):
+        ext.masked_softmax(mx.ones((2, 4)), mx.ones((2, 4)))
+    with pytest.raises(ValueError, match="rows"):
+        ext.lse_entropy(mx.ones((2, 3, 4)), True)
+    with pytest.raises(ValueError, match="per-row"):
+        ext.softmax_grad(mx.ones((2, 4)), mx.ones((3,)), mx.ones((2,)), mx.ones((2,)))
+
+
+def test_cpu_ops_dispatches_to_the_kernels_under_the_switch(ext, monkeypatch):
+    """Under the switch float32 goes native, float16 and the switch off take the plain twins;
+    the model's norms are cpu_ops.RMSNorm, so they take the same route."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    x32 = mx.ones((2, 4))
+    assert cpu_ops.native(x32, x32) is ext
+    assert cpu_ops.native(x32, x32.astype(mx.float16)) is None
+    norm = cpu_ops.RMSNorm(4)
+    x = mx.array([[1.0, -2.0, 3.0, 0.5], [0.0, 0.0, 0.0, 0.0]])
+    want = mx.fast.rms_norm(x, norm.weight, norm.eps)
+    assert _err(norm(x), want) < 1e-6
+    monkeypatch.setattr(cpu_ops, "ENABLED", False)
+    assert cpu_ops.native(x32) is None
+    assert _err(norm(x), want) < 1e-6
+
+
+@pytest.mark.skipif(backend.backend_name() != "cpu", reason="the kernels are for the CPU backend")
+def test_forced_build_failure_uses_the_plain_path_with_one_note(tmp_path):
+    """$RL_VALUES_CPU_EXT=fail: the build fails, one `note:` line says so, and the ops still
+    give the plain-MLX values."""
+    script = (
+        "import backend, cpu_ops, cpu_native\n"
+        "import mlx.core as mx, mlx.nn as nn\n"
+        "g = mx.array([[0.5, -1.0, 2.0]]); u = mx.array([[1.0, 2.0, 3.0]])\n"
+        "w = mx.array([1.0, 2.0, 3.0])\n"
+        "assert cpu_ops.ENABLED\n"
+        "a = cpu_ops.silu_mul(g, u); b = cpu_ops.rms_norm(g, w, 1e-5)\n"
+        "assert cpu_native.load() is None\n"
+        "assert mx.allclose(a, nn.silu(g) * u, atol=1e-5).item()\n"
+        "assert mx.allclose(b, mx.fast.rms_norm(g, w, 1e-5)).item()\n"
+        "print('plain ok')\n"
+    )
+    env = {**os.environ, cpu_native.EXT_ENV: "fail", cpu_native.CACHE_ENV: str(tmp_path)}
+    env.pop(backend.PLAIN_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "plain ok" in done.stdout
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1, done.stderr
+    assert "fused CPU kernels unavailable" in notes[0] and "fail" in notes[0], notes
+    assert not list(tmp_path.rglob("rl_cpu_ext*.so"))
+
+
+def test_build_key_follows_the_sources(tmp_path, monkeypatch):
+    """A changed source file gives a new cache folder, so a stale binary is never loaded."""
+    for p in cpu_native.SOURCE_DIR.iterdir():
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    monkeypatch.setattr(cpu_native, "SOURCE_DIR", tmp_path)
+    before = cpu_native.build_key()
+    (tmp_path / "rl_cpu_ext.cpp").write_text("// changed\n")
+    assert cpu_native.build_key() != before
