@@ -159,7 +159,7 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
 
 @errors.cli
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("what", nargs="*", default=["kernels", "decode"], help="kernels and/or decode")
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds per arm")
     ap.add_argument("--steps", type=int, default=5, help="decode steps per round")

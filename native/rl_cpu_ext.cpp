@@ -345,13 +345,21 @@ void check_f32(const mx::array& a, const char* op) {
 
 void alloc(mx::array& out) { out.set_data(mx::allocator::malloc(out.nbytes())); }
 
-class RMSNorm : public mx::Primitive {
+// Every primitive here runs on the CPU only and, unless it has parameters, is equivalent to any
+// other of its class (so MLX's graph simplification may merge two identical calls).
+class CpuPrimitive : public mx::Primitive {
  public:
-  RMSNorm(mx::Stream s, float eps) : mx::Primitive(s), eps_(eps) {}
-  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  using mx::Primitive::Primitive;
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.RMSNorm has no GPU implementation");
+    throw std::runtime_error(std::string("rl_cpu_ext.") + name() + " has no GPU implementation");
   }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+};
+
+class RMSNorm : public CpuPrimitive {
+ public:
+  RMSNorm(mx::Stream s, float eps) : CpuPrimitive(s), eps_(eps) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
   std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
                              const std::vector<mx::array>& cotangents,
                              const std::vector<int>& argnums,
@@ -365,13 +373,10 @@ class RMSNorm : public mx::Primitive {
   float eps_;
 };
 
-class RMSNormVJP : public mx::Primitive {
+class RMSNormVJP : public CpuPrimitive {
  public:
-  RMSNormVJP(mx::Stream s, float eps, bool want_dw) : mx::Primitive(s), eps_(eps), want_dw_(want_dw) {}
+  RMSNormVJP(mx::Stream s, float eps, bool want_dw) : CpuPrimitive(s), eps_(eps), want_dw_(want_dw) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.RMSNormVJP has no GPU implementation");
-  }
   const char* name() const override { return "RLRMSNormVJP"; }
   bool is_equivalent(const mx::Primitive& other) const override {
     auto& o = static_cast<const RMSNormVJP&>(other);
@@ -383,65 +388,46 @@ class RMSNormVJP : public mx::Primitive {
   bool want_dw_;
 };
 
-class SiluMul : public mx::Primitive {
+class SiluMul : public CpuPrimitive {
  public:
-  explicit SiluMul(mx::Stream s) : mx::Primitive(s) {}
+  explicit SiluMul(mx::Stream s) : CpuPrimitive(s) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.SiluMul has no GPU implementation");
-  }
   std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
                              const std::vector<mx::array>& cotangents,
                              const std::vector<int>& argnums,
                              const std::vector<mx::array>& outputs) override;
   const char* name() const override { return "RLSiluMul"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-class SiluMulVJP : public mx::Primitive {
+class SiluMulVJP : public CpuPrimitive {
  public:
-  explicit SiluMulVJP(mx::Stream s) : mx::Primitive(s) {}
+  explicit SiluMulVJP(mx::Stream s) : CpuPrimitive(s) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.SiluMulVJP has no GPU implementation");
-  }
   const char* name() const override { return "RLSiluMulVJP"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-class MaskedSoftmax : public mx::Primitive {
+class MaskedSoftmax : public CpuPrimitive {
  public:
-  explicit MaskedSoftmax(mx::Stream s) : mx::Primitive(s) {}
+  explicit MaskedSoftmax(mx::Stream s) : CpuPrimitive(s) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.MaskedSoftmax has no GPU implementation");
-  }
   std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
                              const std::vector<mx::array>& cotangents,
                              const std::vector<int>& argnums,
                              const std::vector<mx::array>& outputs) override;
   const char* name() const override { return "RLMaskedSoftmax"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-class SoftmaxVJP : public mx::Primitive {
+class SoftmaxVJP : public CpuPrimitive {
  public:
-  explicit SoftmaxVJP(mx::Stream s) : mx::Primitive(s) {}
+  explicit SoftmaxVJP(mx::Stream s) : CpuPrimitive(s) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.SoftmaxVJP has no GPU implementation");
-  }
   const char* name() const override { return "RLSoftmaxVJP"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-class LseEntropy : public mx::Primitive {
+class LseEntropy : public CpuPrimitive {
  public:
-  LseEntropy(mx::Stream s, bool want_ent) : mx::Primitive(s), want_ent_(want_ent) {}
+  LseEntropy(mx::Stream s, bool want_ent) : CpuPrimitive(s), want_ent_(want_ent) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.LseEntropy has no GPU implementation");
-  }
   const char* name() const override { return "RLLseEntropy"; }
   bool is_equivalent(const mx::Primitive& other) const override {
     return want_ent_ == static_cast<const LseEntropy&>(other).want_ent_;
@@ -451,15 +437,11 @@ class LseEntropy : public mx::Primitive {
   bool want_ent_;
 };
 
-class SoftmaxGrad : public mx::Primitive {
+class SoftmaxGrad : public CpuPrimitive {
  public:
-  explicit SoftmaxGrad(mx::Stream s) : mx::Primitive(s) {}
+  explicit SoftmaxGrad(mx::Stream s) : CpuPrimitive(s) {}
   void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("rl_cpu_ext.SoftmaxGrad has no GPU implementation");
-  }
   const char* name() const override { return "RLSoftmaxGrad"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
 // ---- ops (graph building): inputs made row-contiguous float32 on the CPU stream

@@ -45,6 +45,9 @@ ENTRY_POINTS = {
     "bench_precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
     "bench_train": (["--config", MISSING], ["--steps", "1"], None),
+    "bench_cpu_native": (None, ["gpu"], None),
+    "export": (["--model", MISSING, "--out", OUT], ["--model", "smollm2-135m", "--out", OUT,
+                                                    "--q-bits", "3"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
     "chess_data": (
         ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", MISSING],

@@ -182,8 +182,10 @@ def test_trains_at_float16(base, tmp_path):
     metrics = json.loads((out / reward_model.CONFIG_FILE).read_text())["extra"]["metrics"]
     assert metrics["val_accuracy"] == 1.0, metrics  # 8 of 8, as above
     rm = reward_model.load(out, dtype=mx.float16)
-    margins = val_margins(rm, pairs)  # 4.8 and up on OpenBLAS: clear of float16's rounding
-    assert margins.min() > 1.0, margins
+    # float32 master weights under the float16 backbone (precision.py): 0.64 and up on OpenBLAS,
+    # hundreds of times float16's rounding of a score of this size, so accuracy 1.0 is no tie
+    margins = val_margins(rm, pairs)
+    assert margins.min() > 0.25, margins
     assert rm.backbone.model.embed_tokens.weight.dtype == mx.float16
     scores = rm.score(["t30 t31"] * 2, ["t30 t5 t5", "t30 t6 t6"], ["control"] * 2)
     assert all(math.isfinite(x) for x in scores) and scores[0] > scores[1], scores

@@ -405,7 +405,11 @@ def test_shared_trunk_trains_as_the_unshared_path(tmp_path, monkeypatch, kw, fro
     (w_on, m_on), (w_off, m_off) = out[True], out[False]
     trained = [k for k in w_on if k.endswith("lora_b")]  # lora_b starts at zero
     assert trained and all(np.abs(w_on[k]).max() > 0 for k in trained), trained
-    tol = 1e-4 if from_rollout else 1e-5  # 4 AdamW steps at lr 1e-2 magnify rounding
+    # 4 AdamW steps at lr 1e-2 magnify rounding: Adam moves a weight by up to lr whatever the size
+    # of its gradient, so a near-zero gradient whose rounding differs between the two trunks
+    # (the sampler's token-by-token cache vs one forward; the fused CPU kernels reduce the two
+    # in different orders) moves it differently: 1.3e-4 seen, 5% of lr allowed.
+    tol = 5e-4 if from_rollout else 1e-5
     for k in w_on:
         assert np.abs(w_on[k] - w_off[k]).max() <= tol, k
     for a, b in zip(m_on, m_off, strict=True):
