@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pairs
 from mlx.utils import tree_flatten, tree_map
+from test_train import low_tokens
 
 import checkpoint
 import flags
@@ -191,15 +192,6 @@ def test_checkpoint_writer_refuses_non_finite_weights(tmp_path):
     assert checkpoint.latest(tmp_path).name == "step_000001"
     config = json.loads((tmp_path / "checkpoints" / "step_000001" / "config.json").read_text())
     assert config["torch_dtype"] == "float32"  # a full checkpoint names its dtype
-
-
-def low_tokens(prompts, completions, **kw):
-    """Toy reward: fraction of completion words in the lower half of the vocabulary."""
-    out = []
-    for c in completions:
-        words = c.split()
-        out.append(sum(int(w[1:]) < 48 for w in words) / len(words) if words else 0.0)
-    return out
 
 
 def poison_updates(monkeypatch, poisoned):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
-from test_train import tiny_config
+from test_train import low_tokens, tiny_config
 
 import checkpoint
 import eval_routing
@@ -317,15 +317,6 @@ def test_plan_is_homogeneous_and_skips_dropped_rows():
 
 # ------------------------------------------------------------------------------------------
 # The loop: routed and baseline runs on a tiny model, checkpoints, resume, evaluation
-
-
-def low_tokens(prompts, completions, **kw):
-    """Toy reward: fraction of completion words in the lower half of the vocabulary."""
-    out = []
-    for c in completions:
-        words = c.split()
-        out.append(sum(int(w[1:]) < 48 for w in words) / len(words) if words else 0.0)
-    return out
 
 
 def tiny_policy():
