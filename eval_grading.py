@@ -20,8 +20,8 @@ import reward_model
 import rewards
 import stats
 from eval_cache import Cache, model_fingerprint
-from grade import gold_lines, notes_sha256
-from prompts import DataError, load_pushback_labels, select_split
+from grade import gold_lines
+from prompts import DataError, file_sha256, load_pushback_labels, select_split
 
 
 class PushbackClassifier:
@@ -79,7 +79,7 @@ def gold_figures(grader, path: str, cache, notes=None, notes_path=None, which="1
     grader with its reference check, as it grades the models. The grader folder's gold.json
     (train_grader.measure_gold) is used when it measured these very files."""
     loader, files = gold.GOLD_SETS[which]
-    notes_sha = notes_sha256(notes_path) if notes else None
+    notes_sha = file_sha256(notes_path) if notes else None
     key = Cache.key("grader-gold", model_fingerprint(path), *map(model_fingerprint, files),
                     notes_sha or "no-notes")  # fmt: skip
     figs = cache.get(key)

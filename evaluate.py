@@ -49,7 +49,7 @@ from eval_grading import (
     not_independent_line,
     stance_detectors,
 )
-from grade import Grader, notes_sha256
+from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
 from prompts import (
@@ -57,6 +57,7 @@ from prompts import (
     EVAL_NOTES,
     DataError,
     eval_subset,
+    file_sha256,
     load_notes,
     load_prompts,
     write_jsonl,
@@ -364,7 +365,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             extra |= {f"reward/{k}": v for k, v in scored.items()}
         if grader is not None:
             gkey = Cache.key("graded-flags", akey, model_fingerprint(cfg.grader),
-                             notes_sha256(cfg.notes) if notes else "no-notes")  # fmt: skip
+                             file_sha256(cfg.notes) if notes else "no-notes")  # fmt: skip
             graded = cache.get(gkey)
             if graded is None:
                 graded = grade_answers(grader, records, answers["texts"], notes)

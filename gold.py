@@ -18,7 +18,6 @@ chat model's register on evaluation prompts, labelled by the same scheme (GOLD_S
 """
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import strict_json
 from errors import as_user_error, cli
-from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, read_jsonl
+from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, file_sha256, read_jsonl
 from stats import cohen_kappa, wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -239,11 +238,7 @@ def _check_predictions(gold: list[dict], predicted: list[dict], partial: bool = 
 
 def files_sha256(answers=ANSWERS, labels=LABELS_FILE) -> str:
     """One hash of the gold files' bytes: figures stored with it are of this gold set."""
-    h = hashlib.sha256()
-    for path in (answers, labels):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+    return file_sha256(answers, labels)
 
 
 def grader_figures(gold: list[dict], predicted: list[dict], partial: bool = False) -> dict:

@@ -26,7 +26,6 @@ flag (`reference_check`; `--no-notes` turns it off).
 """
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -53,6 +52,7 @@ from prompts import (
     DataError,
     data_error,
     eval_subset,
+    file_sha256,
     load_notes,
     read_jsonl,
     reference_hits,
@@ -219,12 +219,6 @@ class Grader:
         return out if notes is None else reference_check(records, out, notes)
 
 
-def notes_sha256(path) -> str:
-    """The sha256 of a notes file's bytes: a stored gold measurement names the notes it used."""
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 # The label a reference hit gives, per category (notes are written for these two only).
 REFERENCE_LABEL = {"false_premise": "corrects_premise", "nonsense": "flags_nonsense"}
 
@@ -319,7 +313,7 @@ def stored_gold(folder, notes_path=None) -> dict:
         entry = saved if name == "135m" else saved.get(name) or {}
         if notes_path:
             entry = entry.get("with_notes") or {}
-            if entry.get("notes_sha256") != notes_sha256(notes_path):
+            if entry.get("notes_sha256") != file_sha256(notes_path):
                 entry = {}
         ok = entry.get("gold_sha256") == gold.files_sha256(*gold.GOLD_SETS[name][1])
         out[key] = {k: v for k, v in entry["figures"].items() if k != "confusion"} if ok else None

@@ -123,12 +123,14 @@ class DataError(UserError, ValueError):
         self.line = line
 
 
-def file_sha256(path) -> str:
-    """SHA-256 of a file's bytes (a data file's identity in a model's or run's record)."""
+def file_sha256(*paths) -> str:
+    """SHA-256 of the files' bytes, one after another (a data file's identity in a model's or
+    run's record; the gold set's answers and labels files as one)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
 
 

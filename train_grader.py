@@ -50,12 +50,11 @@ from grade import (
     MAX_PROMPT_TOKENS,
     Featurizer,
     Grader,
-    notes_sha256,
     reference_check,
     softmax,
     within_side,
 )
-from prompts import EVAL_NOTES, load_notes, load_pushback_labels, norm
+from prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -500,7 +499,7 @@ def gold_measurement(rows: list[dict], graded: list[dict], notes_path: str | Non
         with_notes["upgraded_to_pushback"] = sum(
             g["pushback"] and not h["pushback"] for g, h in zip(checked, graded, strict=True)
         )
-        out["with_notes"] = {"notes": notes_path, "notes_sha256": notes_sha256(notes_path),
+        out["with_notes"] = {"notes": notes_path, "notes_sha256": file_sha256(notes_path),
                              "gold_sha256": out["gold_sha256"], "figures": with_notes}  # fmt: skip
     return out
 
