@@ -29,6 +29,7 @@ import errors
 import load_weights
 import lora
 import quant
+import run_folder
 from atomic import atomic_folder
 from model import Model
 
@@ -217,8 +218,7 @@ def run_figures(ckpt: Path) -> dict:
         if not log.is_file():
             continue
         found = {}
-        for line in log.read_text().splitlines():
-            row = json.loads(line) if line.strip() else {}
+        for row in run_folder.read_metrics(log):
             found.update({k: v for k, v in row.items() if k.startswith("eval")})
         return found
     return {}
