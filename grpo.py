@@ -34,7 +34,6 @@ import numpy as np
 
 # isort: split
 import mlx.core as mx
-from mlx.utils import tree_flatten
 
 from kernels import (
     KL_DIRECTIONS,
@@ -520,15 +519,3 @@ class AdaptiveKLController:
     @classmethod
     def from_state_dict(cls, state: dict) -> "AdaptiveKLController":
         return cls(**state)
-
-
-def tree_is_finite(tree) -> mx.array:
-    """Scalar bool mx.array: every array (and Python number) leaf of `tree` is finite. Lazy, so
-    it can sit inside a compiled step; the trainer skips the update and counts it when False."""
-    ok = mx.array(True)
-    for _, leaf in tree_flatten(tree):
-        if isinstance(leaf, mx.array):
-            ok = ok & mx.all(mx.isfinite(leaf))
-        elif isinstance(leaf, int | float) and not math.isfinite(leaf):
-            ok = mx.array(False)
-    return ok

@@ -118,7 +118,7 @@ def apply_gradients(run: Run, grads, sums: dict, it: int, clip=_clip_global) -> 
     the run); host metrics."""
     model = run.policy.model
     grads, grad_norm, part_norms = clip(grads, run.cfg.max_grad_norm)
-    finite = grpo.tree_is_finite((sums["loss"], grads))
+    finite = precision.all_finite((sums["loss"], grads))
     mx.eval(finite, sums, grad_norm, part_norms)
     outcome = "skipped"
     if finite.item():

@@ -12,6 +12,8 @@ learning-rate schedule of train.py, sft.py and train_rm.py. No loss scaling: flo
 below ~6e-8 flush to zero (knowledge/precision.md).
 """
 
+import math
+
 import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
@@ -96,8 +98,13 @@ def clip_grad_norm(grads, max_norm: float):
 
 
 def all_finite(tree) -> mx.array:
-    """A scalar bool array: every floating array in the tree is finite (integer ones always are)."""
-    checks = [mx.all(mx.isfinite(x)) for _, x in tree_flatten(tree) if _floating(x)]
+    """A scalar bool array: every floating array and Python number in the tree is finite
+    (integer arrays always are). Lazy, so it can sit inside a compiled step: the update's
+    loss-and-gradient check and the after-update weight check both use it."""
+    leaves = [x for _, x in tree_flatten(tree)]
+    if any(isinstance(x, int | float) and not math.isfinite(x) for x in leaves):
+        return mx.array(False)
+    checks = [mx.all(mx.isfinite(x)) for x in leaves if _floating(x)]
     return mx.all(mx.stack(checks)) if checks else mx.array(True)
 
 

@@ -24,8 +24,8 @@ from grpo import (
     low_variance_groups,
     policy_loss,
     reward_stats,
-    tree_is_finite,
 )
+from precision import all_finite
 
 NAN = float("nan")
 
@@ -295,7 +295,7 @@ def test_extreme_log_ratios_stay_finite_and_bounded():
     close(loss, (10 + 0.8 + 1) / 3)
     close(m["bound_frac"], 1 / 3)
     grad = mx.grad(lambda lp: f(lp)[0])(logp)
-    assert tree_is_finite(grad).item()
+    assert all_finite(grad).item()
     close(grad, [[0.0, 0.0, 1 / 3]])  # only the unclipped, unbounded token moves
 
 
@@ -308,7 +308,7 @@ def test_padding_garbage_never_reaches_loss_or_gradient():
     cfg = LossConfig("grpo")
     loss, m = loss_of(cfg, logp=logp, old=old, ref=ref, kl_coef=0.1)
     close(loss, 0.5)
-    assert tree_is_finite(m).item()
+    assert all_finite(m).item()
     grad = mx.grad(lambda lp: loss_of(cfg, logp=lp, old=old, ref=ref, kl_coef=0.1)[0])(logp)
     close(grad, [[-0.25, -0.25, 0.0], [2 / 6, 2 / 6, 2 / 6]])
 
@@ -454,7 +454,7 @@ def test_filtered_groups_drop_policy_and_kl_terms():
     _, empty = flatten_groups(adv, mask, keep=mx.array([False, False]))
     loss, m = policy_loss(logp, logp, ref, flat_adv, empty, LossConfig("grpo"), 0.5)
     # exact: with every row masked there is nothing to sum
-    assert loss.item() == 0.0 and tree_is_finite(m).item()
+    assert loss.item() == 0.0 and all_finite(m).item()
 
 
 @pytest.mark.slow  # the CPU compiles fused kernels with a C++ compiler: 20-50 s, cold cache
@@ -541,16 +541,16 @@ def test_kl_controller_validation():
         AdaptiveKLController(coef=0.0, target_kl=0.01)
 
 
-# ------------------------------------------------------------------------------ tree_is_finite
+# ------------------------------------------------------------- all_finite (precision.py)
 
 
-def test_tree_is_finite():
+def test_all_finite():
     good = {"w": mx.ones((3,)), "layers": [{"b": mx.zeros((2,))}, {"b": mx.array([1, 2])}]}
-    assert tree_is_finite(good).item() is True
-    assert tree_is_finite({}).item() is True
-    assert tree_is_finite({**good, "x": mx.array([1.0, NAN])}).item() is False
-    assert tree_is_finite([mx.array([-math.inf])]).item() is False
-    assert tree_is_finite({"loss": float("inf")}).item() is False
+    assert all_finite(good).item() is True
+    assert all_finite({}).item() is True
+    assert all_finite({**good, "x": mx.array([1.0, NAN])}).item() is False
+    assert all_finite([mx.array([-math.inf])]).item() is False
+    assert all_finite({"loss": float("inf")}).item() is False
 
 
 def test_cap_truncated_lowers_to_the_lowest_ended_answer():
