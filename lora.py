@@ -31,17 +31,22 @@ _PEFT_PREFIX = "base_model.model."
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
+def _adapter_init(base: nn.Linear, rank: int) -> tuple[mx.array, mx.array]:
+    """One adapter's starting (A, B) for `base`: A uniform in +-1/sqrt(in) (one draw from MLX's
+    global RNG), B zero, so a fresh adapter leaves the layer's output unchanged."""
+    out_dims, in_dims = base.weight.shape
+    bound = 1.0 / in_dims**0.5
+    return mx.random.uniform(-bound, bound, (rank, in_dims)), mx.zeros((out_dims, rank))
+
+
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank: int, alpha: float):
         super().__init__()
         if rank < 1:
             raise ValueError(f"LoRA rank={rank} must be >= 1")
-        out_dims, in_dims = base.weight.shape
         self.base = base
         self.base.freeze()
-        bound = 1.0 / in_dims**0.5
-        self.lora_a = mx.random.uniform(-bound, bound, (rank, in_dims))  # (r, in)
-        self.lora_b = mx.zeros((out_dims, rank))  # (out, r)
+        self.lora_a, self.lora_b = _adapter_init(base, rank)  # (r, in), (out, r)
         self.scale = alpha / rank
         # A plain attribute, not an array: toggling it changes no parameter tree. Inside an
         # mx.compile'd function it is read at trace time, so toggle it around the traced calls.
@@ -70,14 +75,11 @@ class DualLoRALinear(nn.Module):
             raise ValueError(
                 f"retain rank {retain_rank} and forget rank {forget_rank} must be >= 1"
             )
-        out_dims, in_dims = base.weight.shape
         self.base = base
         self.base.freeze()
-        bound = 1.0 / in_dims**0.5
-        self.retain_a = mx.random.uniform(-bound, bound, (retain_rank, in_dims))  # (r_r, in)
-        self.retain_b = mx.zeros((out_dims, retain_rank))  # (out, r_r)
-        self.forget_a = mx.random.uniform(-bound, bound, (forget_rank, in_dims))  # (r_f, in)
-        self.forget_b = mx.zeros((out_dims, forget_rank))  # (out, r_f)
+        # retain drawn first, then forget: the stacked rows of one rank r_r + r_f draw
+        self.retain_a, self.retain_b = _adapter_init(base, retain_rank)  # (r_r, in), (out, r_r)
+        self.forget_a, self.forget_b = _adapter_init(base, forget_rank)  # (r_f, in), (out, r_f)
         self.scale = alpha / (retain_rank + forget_rank)
         # Plain attributes like LoRALinear.enabled: no parameter tree changes, read at trace time.
         self.retain_scale, self.forget_scale = 1.0, 1.0
