@@ -12,8 +12,8 @@ data/eval_external.jsonl dropped, splits disjoint by prompt:
 - data/grader/policy_labels.jsonl: answers sampled from the embedded model and a GRPO checkpoint
   on training prompts, labelled by reading (data/grader/policy_answers.jsonl + labels); a third
   of their prompts are held out as the source-disjoint validation slice.
-- data/grader/fluent.jsonl: answers written in a larger chat model's register (issue 55),
-  labelled by the gold scheme; a third of their prompts validate.
+- data/grader/fluent.jsonl, fluent2.jsonl: answers written in larger chat models' registers
+  (issue 55), labelled by the gold scheme; a third of each file's prompts validate.
 The head is a multinomial logistic regression (numpy, class-balanced, L2) on grade.Featurizer
 features; validation figures (gold.grader_figures on each validation source) go to metrics.json.
 
@@ -73,7 +73,9 @@ KIND_LABEL = {
 }
 # the policies' own answers, read and labelled ("policy_run": read sets added with --with-reads)
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
-FLUENT = "written_fluent"  # data/grader/fluent.jsonl: answers in a larger model's register
+FLUENT = "written_fluent"  # data/grader/fluent*.jsonl: answers in larger models' registers
+# (file, seed of its validation prompts): a third of each file's prompts validate
+FLUENT_FILES = (("fluent.jsonl", 18), ("fluent2.jsonl", 56))
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 
@@ -246,19 +248,23 @@ def fine_tune_mix(rows: list[dict], others: int, seed: int) -> list[dict]:
 
 
 def fluent_answers() -> list[dict]:
-    """data/grader/fluent.jsonl: answers written in the register of a larger chat model (plain
-    and buried corrections, flags that also ask to rephrase or offer a reading, answers that go
-    along, hedges, refusals, questions, broken text) on training prompts; labelled by the gold
-    scheme; a third of its prompts (seed 18) validate. Its prompts are disjoint from the fluent
-    gold set's (tests/test_gold.py)."""
-    path = ROOT / "data" / "grader" / "fluent.jsonl"
-    if not path.is_file():
-        return []
-    rows = [json.loads(x) for x in path.open(encoding="utf-8")]
-    prompts = sorted({r["prompt_id"] for r in rows})
-    held = set(random.Random(18).sample(prompts, len(prompts) // 3))
-    return [rec(FLUENT, r["category"], r["prompt"], r["answer"], r["label"],
-                "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    """data/grader/fluent.jsonl and fluent2.jsonl: answers written in the registers of larger chat
+    models (plain, markdown and buried corrections, flags that also ask to rephrase or offer a
+    reading, answers that go along, hard-negative controls, hedges, refusals, questions, broken
+    text) on training prompts; labelled by the gold scheme; a third of each file's prompts
+    (seeds 18 and 56) validate. Their prompts are disjoint from the fluent gold set's
+    (tests/test_gold.py)."""
+    out = []
+    for name, seed in FLUENT_FILES:
+        path = ROOT / "data" / "grader" / name
+        if not path.is_file():
+            continue
+        rows = [json.loads(x) for x in path.open(encoding="utf-8")]
+        prompts = sorted({r["prompt_id"] for r in rows})
+        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+        out += [rec(FLUENT, r["category"], r["prompt"], r["answer"], r["label"],
+                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+    return out
 
 
 def build_data(seed: int = 0, with_warm: bool = False, with_flags: bool = False,

@@ -106,8 +106,9 @@ def test_fluent_gold_prompts_are_disjoint_from_training_data(fluent):
     assert {norm(g["prompt"]) for g in fluent} <= held_out_prompts(ROOT)
 
 
-def test_fluent_training_file_validates_and_shares_no_prompt_with_the_fluent_gold(fluent):
-    path = os.path.join(ROOT, "data", "grader", "fluent.jsonl")
+@pytest.mark.parametrize("name", ["fluent.jsonl", "fluent2.jsonl"])
+def test_fluent_training_file_validates_and_shares_no_prompt_with_the_fluent_gold(fluent, name):
+    path = os.path.join(ROOT, "data", "grader", name)
     rows = [json.loads(line) for line in open(path, encoding="utf-8")]
     assert len(rows) >= 200 and len({r["id"] for r in rows}) == len(rows)
     assert all(r["label"] in LABELS and r["category"] in CATEGORIES for r in rows)

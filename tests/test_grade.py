@@ -389,7 +389,7 @@ def test_fluent_answers_split_by_prompt_and_the_fine_tune_mix_keeps_them():
     import train_grader
 
     rows = train_grader.fluent_answers()
-    assert len(rows) >= 200 and {r["source"] for r in rows} == {train_grader.FLUENT}
+    assert len(rows) >= 700 and {r["source"] for r in rows} == {train_grader.FLUENT}  # both files
     assert {r["label"] for r in rows} == set(LABELS)  # every label, in the fluent register
     train = {r["prompt"] for r in rows if r["split"] == "train"}
     val = {r["prompt"] for r in rows if r["split"] == "val"}
