@@ -2,8 +2,7 @@
 
 The grader (grade.py) labels every answer; `grade_answers` turns its labels into per-prompt
 pushback, broken and engagement rates, and `gold_figures` gives the grader's figures on the gold
-set (answers read by the team) that are printed beside them. `PushbackClassifier` is the older
-second opinion (`--pushback-model`) with its test accuracy. Independence (issue 20 item 6):
+set (answers read by the team) that are printed beside them. Independence (issue 20 item 6):
 `grader_in_reward` says when a model's run was paid by the grader's own classifier, and
 `agreement` measures how often the grader agrees with each `stance` detector a run was paid by
 (`stance_detectors`, `detector_flags`). No model answers here: evaluate.py generates.
@@ -16,39 +15,11 @@ from pathlib import Path
 import numpy as np
 
 import gold
-import reward_model
 import rewards
 import stats
 from eval_cache import Cache, model_fingerprint
 from grade import gold_lines
-from prompts import DataError, file_sha256, load_pushback_labels, select_split
-
-
-class PushbackClassifier:
-    """A reward_model folder trained with train_rm.py --labels: P(the answer disputes, flags or
-    refuses the prompt) = sigmoid(score). Its accuracy on the labelled test split is measured
-    here (and cached), so every pushback figure can be printed with it."""
-
-    def __init__(self, path: str, labels: str, cache: Cache):
-        self.path, self.model = path, reward_model.load(path)
-        key = Cache.key("pushback-accuracy", model_fingerprint(path), labels)
-        acc = cache.get(key)
-        if acc is None:
-            test = select_split(load_pushback_labels(labels), "test", missing="train")
-            if not test:
-                raise DataError(f"{labels}: no record has split 'test'; cannot measure accuracy")
-            probs = self.probabilities(
-                [r["prompt"] for r in test],
-                [r["answer"] for r in test],
-                [r["category"] for r in test],
-            )
-            hits = [(p > 0.5) == r["pushback"] for p, r in zip(probs, test, strict=True)]
-            acc = {"test_accuracy": float(np.mean(hits)), "n_test": len(test), "labels": labels}
-            cache.put(key, acc)
-        self.accuracy = acc
-
-    def probabilities(self, prompts, answers, categories) -> list[float]:
-        return self.model.pushback_probabilities(prompts, answers, categories).tolist()
+from prompts import file_sha256
 
 
 def grade_answers(grader, records, texts, notes=None) -> dict:

@@ -1,11 +1,10 @@
 """Render an evaluate.py result as a page people would rather look at than read.
 
-`write(result, out_dir)` writes out_dir/report.md: the settings, the pushback classifier's
-measured accuracy, the grader's gold-set figures and warnings (eval_grading.grader_notes), one
-table per prompt category (metric rows, a column per model, the change from the base model),
-grouped bar charts (PNG: one per metric, categories on the x axis, a bar per model) and, per
-category, a few prompts with every model's answer side by side. It reads the result dict only;
-it computes nothing about models.
+`write(result, out_dir)` writes out_dir/report.md: the settings, the grader's gold-set figures and
+warnings (eval_grading.grader_notes), one table per prompt category (metric rows, a column per
+model, the change from the base model), grouped bar charts (PNG: one per metric, categories on the x
+axis, a bar per model) and, per category, a few prompts with every model's answer side by side. It
+reads the result dict only; it computes nothing about models.
 """
 
 from pathlib import Path
@@ -131,13 +130,6 @@ def write(result: dict, out_dir: Path) -> Path:
         f"seed {s['seed']}, at most {s['max_new_tokens']} tokens. Rewards: "
         f"{', '.join(result['rewards'])} (rubric judged by `{result['judge_model']}`)."
     )
-    clf = result.get("pushback_classifier")
-    if clf:
-        lines.append(
-            f"\nPushback is the share of answers the classifier `{clf['path']}` flags as "
-            f"disputing, flagging or refusing the prompt; its accuracy on {clf['n_test']} "
-            f"labelled test answers is **{clf['test_accuracy']:.3f}**."
-        )
     if result.get("grader"):
         lines += ["", "The grader:", "", *(f"- {line}" for line in grader_notes(result["grader"]))]
     lines.append("")

@@ -37,7 +37,6 @@ import strict_json
 import tasks
 from eval_cache import Cache, model_fingerprint
 from eval_grading import (
-    PushbackClassifier,
     agreement,
     detector_base,
     detector_flags,
@@ -65,9 +64,13 @@ from prompts import (
 from reference import starting_judge
 from rewards import pushes_back
 
-DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
-DEFAULT_LABELS = "data/pushback_labels.jsonl"
 DEFAULT_GRADER = "models/grader-smollm2-135m"
+# the one error line of --pushback-model and --pushback-labels (flags.retired)
+RETIRED_CLASSIFIER = (
+    "the old pushback classifier's second opinion (classifier_pushback_rate) is gone; the grader "
+    f"(--grader, default {DEFAULT_GRADER}) measures pushback, its gold-set figures beside every "
+    "figure: drop the flag"
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,8 +91,6 @@ class EvalConfig:
     judge_model: str | None = None
     grader: str | None = DEFAULT_GRADER
     notes: str | None = EVAL_NOTES  # the grader's reference notes (grade.reference_check)
-    pushback_model: str | None = None  # the old classifier, as a second opinion
-    pushback_labels: str = DEFAULT_LABELS
     kl: bool = True
     cache_dir: str = "runs/eval_cache"
     batch_size: int = 16
@@ -304,15 +305,6 @@ def evaluate_models(cfg: EvalConfig) -> dict:
         elif why := dispute_paid(src):
             read_advised[ref] = why
             print(f"warning: {ref}: {why}", file=sys.stderr)
-    classifier = None
-    if cfg.pushback_model:
-        if not Path(cfg.pushback_model).is_dir():
-            raise FileNotFoundError(
-                f"pushback classifier {cfg.pushback_model!r} not found: train it with "
-                f"`uv run python train_rm.py --labels {DEFAULT_LABELS} --out {DEFAULT_CLASSIFIER}"
-                " --no-use-category` or pass --pushback-model none"
-            )
-        classifier = PushbackClassifier(cfg.pushback_model, cfg.pushback_labels, cache)
     settings = {
         k: v
         for k, v in dataclasses.asdict(cfg).items()
@@ -382,23 +374,6 @@ def evaluate_models(cfg: EvalConfig) -> dict:
                     dflags = detector_flags(det, records, answers["texts"])
                     cache.put(dkey, dflags)
                 agree.setdefault(ref, {})[det] = agreement(flags, dflags)
-        if classifier is not None:
-            pkey = Cache.key("pushback", akey, model_fingerprint(cfg.pushback_model))
-            rates = cache.get(pkey)
-            if rates is None:
-                rates = [
-                    stats.finite_mean(
-                        [
-                            float(p > 0.5)
-                            for p in classifier.probabilities(
-                                [r["prompt"]] * len(ans), ans, [r["category"]] * len(ans)
-                            )
-                        ]
-                    )
-                    for r, ans in zip(records, answers["texts"], strict=True)
-                ]
-                cache.put(pkey, rates)
-            extra["classifier_pushback_rate"] = rates
         if cfg.kl and ref != base_ref:
             kkey = Cache.key("kl", akey, model_fingerprint(base_ref))
             kl = cache.get(kkey)
@@ -436,9 +411,6 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             # the grader's pushback verdicts against each run's own stance detector
             "agreement_with_reward": agree,
         },
-        "pushback_classifier": None
-        if classifier is None
-        else {"path": cfg.pushback_model, **classifier.accuracy},
         "results": {ref: res["by_category"] for ref, res in results.items()},
         # every figure with its n and 95% interval; later models' paired differences from the
         # base (knowledge/evaluation.md, "Uncertainty")
@@ -454,7 +426,6 @@ HEADLINE = (
     "pushback_rate",
     "broken_rate",
     "engagement_rate",
-    "classifier_pushback_rate",
     "lexical_pushback_rate",
     "length_words_median",
     "distinct_2",
@@ -479,12 +450,6 @@ def table(result: dict) -> str:
     lines = []
     if result.get("grader"):
         lines += grader_notes(result["grader"])
-    clf = result.get("pushback_classifier")
-    if clf:
-        lines.append(
-            f"pushback classifier {clf['path']} (classifier_pushback_rate): accuracy "
-            f"{clf['test_accuracy']:.3f} on {clf['n_test']} labelled test answers ({clf['labels']})"
-        )
     lines.append("value [95% interval]; later models: difference from the first, * = interval "
                  "excludes 0, n.s. = contains 0")  # fmt: skip
     width = 34
@@ -550,14 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="reference notes for the grader (what is false or nonsensical in a prompt, and "
         "phrases that state it), or 'none' for the grader's model alone",
     )
-    p.add_argument(
-        "--pushback-model",
-        default="none",
-        help=f"also the old classifier ({DEFAULT_CLASSIFIER}): classifier_pushback_rate",
-    )
-    p.add_argument(
-        "--pushback-labels", default=DEFAULT_LABELS, help="labelled answers with a test split"
-    )
+    for old in ("--pushback-model", "--pushback-labels"):  # the old classifier's second opinion
+        flags.retired(p, old, RETIRED_CLASSIFIER)
     p.add_argument("--no-kl", action="store_true", help="skip the KL to the base model")
     p.add_argument(
         "--cache-dir", default="runs/eval_cache", help="answer and score cache ('none': off)"
@@ -609,8 +568,6 @@ def main(argv=None) -> int:
             judge_model=a.judge_model,
             grader=None if a.grader == "none" else a.grader,
             notes=None if a.notes == "none" else a.notes,
-            pushback_model=None if a.pushback_model == "none" else a.pushback_model,
-            pushback_labels=a.pushback_labels,
             kl=not a.no_kl,
             cache_dir=None if a.cache_dir == "none" else a.cache_dir,
             dtype=a.dtype,

@@ -8,8 +8,10 @@ and `none` switches an optional setting off. `parse_config(parser, cls, argv)` b
 the parsed flags (sft.py, train_rm.py), a failed check one user error. `renamed(parser, old,
 new)` keeps a flag's old spelling working, hidden from --help, with one deprecation line on
 stderr: one spelling per setting across the commands (`--max-new-tokens`,
-`--prompts-per-step`, ...). `--dtype` is declared here once (`dtype_option` for a config
-field, `add_dtype` for a plain parser): the same choices and help on every command.
+`--prompts-per-step`, ...); `retired(parser, old, why)` keeps a removed flag's spelling as a
+hidden one that fails with one user error saying what replaced it. `--dtype` is declared here
+once (`dtype_option` for a config field, `add_dtype` for a plain parser): the same choices and
+help on every command.
 """
 
 import argparse
@@ -118,4 +120,27 @@ def renamed(p: argparse.ArgumentParser, old: str, new: str) -> None:
         old, action=_Renamed, new=new, dest=action.dest, default=argparse.SUPPRESS,
         help=argparse.SUPPRESS, type=action.type, choices=action.choices,
         nargs=action.nargs, value=action.const if action.nargs == 0 else None,
+    )  # fmt: skip
+
+
+class _Retired(argparse.Action):
+    """A removed flag: using it, with or without a value, is a user error saying what replaced
+    it."""
+
+    def __init__(self, option_strings, dest, why, **kw):
+        super().__init__(option_strings, dest, **kw)
+        self.why = why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise errors.UserError(f"{option_string} was retired: {self.why}")
+
+
+def retired(p: argparse.ArgumentParser, old: str, why: str) -> None:
+    """Keep `old`, a flag that no longer exists, as a hidden spelling that fails: parsing it
+    raises `UserError("OLD was retired: WHY")` (one `error:` line and exit 2 under errors.cli),
+    so a script that still passes it stops before any work instead of argparse's bare
+    `unrecognized arguments`. `why` says what replaced it."""
+    p.add_argument(
+        old, action=_Retired, why=why, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+        nargs="?", help=argparse.SUPPRESS,
     )  # fmt: skip

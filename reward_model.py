@@ -171,9 +171,9 @@ class RewardModel(nn.Module):
         self, prompts, responses, categories=None, share_prefix: bool = True
     ) -> np.ndarray:
         """P(pushback) = sigmoid(score), float64, one per answer, for a classifier trained with
-        `train_rm.py --labels` (the stance detector, the grader's classifier, evaluate's
-        --pushback-model). `categories` None gives every row no category line, as a classifier
-        trained with --no-use-category reads it."""
+        `train_rm.py --labels` (the stance detector, the grader's classifier). `categories` None
+        gives every row no category line, as a classifier trained with --no-use-category reads
+        it."""
         if categories is None:
             categories = [None] * len(prompts)
         if not len(prompts):

@@ -32,7 +32,7 @@ MISSING = "MISSING"  # replaced by a path that does not exist
 BAD = "BAD"  # replaced by a JSONL file whose line 1 is fine and line 2 is malformed
 OUT = "OUT"  # replaced by a fresh output path
 PORT = "PORT"  # replaced by a free local port (chat.py checks its port first)
-EVAL = "--pushback-model none --grader none --no-kl --reward happy".split()
+EVAL = "--grader none --no-kl --reward happy".split()
 GATE = "nonsense=This question does not make sense."
 
 # name -> (argv with a missing input file or None, argv with a bad flag value,
@@ -356,6 +356,25 @@ def test_renamed_flag_is_a_hidden_alias_that_warns(capsys):
     assert "invalid int value: 'many'" in capsys.readouterr().err
     assert gwen.main(["--max-tokens", "0", "--prompt", "x"]) == 2  # the commands have them
     assert capsys.readouterr().err.startswith("warning: --max-tokens is deprecated")
+
+
+def test_retired_flag_is_a_hidden_spelling_that_fails(capsys):
+    p = __import__("argparse").ArgumentParser()
+    p.add_argument("--grader", default="g")
+    flags.retired(p, "--old-model", "use --grader")
+    assert vars(p.parse_args([])) == {"grader": "g"}  # nothing stored when it is not given
+    assert "--old-model" not in p.format_help()
+    for argv in (["--old-model", "x"], ["--old-model"], ["--old-model=none"]):
+        with pytest.raises(errors.UserError, match=r"^--old-model was retired: use --grader$"):
+            p.parse_args(argv)
+
+    @errors.cli
+    def main(argv):
+        p.parse_args(argv)
+        return 0
+
+    assert main(["--old-model", "x"]) == 2
+    assert capsys.readouterr().err == "error: --old-model was retired: use --grader\n"
 
 
 def test_add_flags_plain_and_layered():

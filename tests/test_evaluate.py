@@ -1,6 +1,6 @@
-"""evaluate.py: figures on hand-made answers, the pushback classifier's accuracy with a mock
-model, bad inputs (nothing evaluated half-way), and an end-to-end run on tiny checkpoints whose
-second report comes from the cache."""
+"""evaluate.py: figures on hand-made answers, bad inputs (nothing evaluated half-way; the retired
+second-opinion flags), and an end-to-end run on tiny checkpoints whose second report comes from
+the cache."""
 
 import json
 
@@ -9,11 +9,9 @@ import backend  # noqa: F401
 import pytest
 from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 
-import eval_cache
 import eval_grading
 import evaluate
 import grade as grade_module
-import reward_model
 import rewards
 import stats
 
@@ -51,49 +49,19 @@ def test_summarize_hand_made_answers():
     assert figs["control"]["top_opener_share"]["ci95"] is None  # set-level
 
 
-class FakeClassifierModel:
-    """Logit +2 for answers containing "no", -2 otherwise; P(pushback) as the real model's."""
-
-    def score(self, prompts, answers, categories, share_prefix=True):
-        return [2.0 if "no" in a.split() else -2.0 for a in answers]
-
-    pushback_probabilities = reward_model.RewardModel.pushback_probabilities
-
-
-def test_pushback_classifier_accuracy_with_a_mock_model(tmp_path, monkeypatch):
-    labels = tmp_path / "labels.jsonl"
-    rows = [
-        ("no that is wrong", True, "test"),
-        ("sure here it is", False, "test"),
-        ("no", False, "test"),  # the mock gets this one wrong: 2 of 3 right
-        ("train only", True, "train"),
-    ]
-    labels.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "id": f"x{i}",
-                    "prompt": "p",
-                    "category": "control",
-                    "answer": a,
-                    "pushback": y,
-                    "split": s,
-                    "kind": "direct_correction" if y else "plain_answer",
-                }
-            )
-            + "\n"
-            for i, (a, y, s) in enumerate(rows)
-        )
-    )
-    monkeypatch.setattr(reward_model, "load", lambda path: FakeClassifierModel())
-    monkeypatch.setattr(eval_grading, "model_fingerprint", lambda ref: "fp")
-    cache = eval_cache.Cache(str(tmp_path / "cache"))
-    clf = eval_grading.PushbackClassifier("clf", str(labels), cache)
-    assert clf.accuracy["test_accuracy"] == pytest.approx(2 / 3) and clf.accuracy["n_test"] == 3
-    probs = clf.probabilities(["p", "p"], ["no way", "fine"], [None, None])
-    assert probs[0] > 0.5 > probs[1]
-    labels.write_text("")  # a second classifier comes from the cache: the file is not read
-    assert eval_grading.PushbackClassifier("clf", str(labels), cache).accuracy == clf.accuracy
+def test_the_retired_second_opinion_flags_exit_2_naming_the_grader(capsys, monkeypatch):
+    # the old classifier's --pushback-model / --pushback-labels (issue 56): any value, even the
+    # old `none`, is one error line before anything loads, naming what replaced it
+    monkeypatch.setattr(evaluate.Gwen, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    argv = ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--no-kl"]
+    for extra in (["--pushback-model", "models/pushback-smollm2-135m"],
+                  ["--pushback-model", "none"], ["--pushback-model"],
+                  ["--pushback-labels", "data/pushback_labels.jsonl"]):  # fmt: skip
+        assert evaluate.main([*argv, *extra]) == 2, extra
+        lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error")]
+        assert lines == [f"error: {extra[0]} was retired: {evaluate.RETIRED_CLASSIFIER}"], lines
+        assert "--grader" in lines[0] and "drop the flag" in lines[0]
+    assert "pushback-model" not in evaluate.build_parser().format_help()
 
 
 def test_bad_prompt_file_names_the_line_and_evaluates_nothing(tmp_path, capsys, monkeypatch):
@@ -109,8 +77,6 @@ def test_bad_prompt_file_names_the_line_and_evaluates_nothing(tmp_path, capsys, 
             "smollm2-135m",
             "--prompts",
             str(bad),
-            "--pushback-model",
-            "none",
             "--reward",
             "happy",
         ]
@@ -132,7 +98,7 @@ def test_missing_model_folder_and_bad_settings_exit_2(tmp_path, capsys):
         (["--model", "smollm2-135m", "--prompts", str(tmp_path / "p.jsonl")], "p.jsonl"),
     ]
     for argv, named in cases:
-        assert evaluate.main([*argv, "--pushback-model", "none", "--no-kl"]) == 2, argv
+        assert evaluate.main([*argv, "--no-kl"]) == 2, argv
         lines = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("[rl-values]")]
         err = "\n".join(lines)  # the backend's announce line aside, exactly one error line
         assert len(lines) == 1 and err.startswith("error: "), err
