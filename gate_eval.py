@@ -1,7 +1,7 @@
 """Where would a model's opener gates open on held-out prompts?
 
-A model trained with `sft.py --gate` opens a category's answers with a fixed sentence, and the
-sentence's probability after a prompt is that category's classifier (opener_gate.py). This
+A model trained by opener_gate.py opens a category's answers with a fixed sentence, and the
+sentence's probability after a prompt is that category's classifier. This
 scores each gate on each --prompts file without generating: per prompt category, `opens` (the
 share whose p(sentence | prompt) > 1/2), `greedy_first` (the share where the sentence's first
 token is the likeliest: greedy decoding starts it there, the decision the answers show) and the
@@ -32,7 +32,7 @@ from prompts import eval_subset, load_prompts
 
 
 def trained_gates(ref: str) -> list[tuple[str, str]] | None:
-    """The gates a `sft.py --gate` run was trained with (its sft.json), else None."""
+    """The gates an opener_gate.py run was trained with (its sft.json), else None."""
     path = Path(ref) / "sft.json"
     if not path.is_file():
         return None

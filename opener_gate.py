@@ -1,6 +1,10 @@
-"""The opener gate (sft.py --gate): one fixed sentence opens every answer of a category, and a
-loss makes the sentence's probability after a prompt a classifier of that category, trained on
-many more prompts than have written answers (knowledge/sft.md).
+"""The opener gate: one fixed sentence opens every answer of a category, and a loss makes the
+sentence's probability after a prompt a classifier of that category, trained on many more
+prompts than have written answers (knowledge/sft.md). It is SFT with an extra term
+(`OpenerGate`, sft.ExtraLoss): the command takes every sft.py flag and the gate's own.
+
+    uv run python opener_gate.py --gate "nonsense=This question does not make sense." \
+        --data data/sft/written.jsonl --epochs 2 --max-answer-tokens 90
 
 A binary cross-entropy on p(sentence | prompt), the category being the label, trains an absolute
 decision (the stance contrast, stance_pairs.py, moves only the difference between two prompts).
@@ -11,15 +15,140 @@ term (`first_token_margins`) trains that decision itself.
 """
 
 import math
+import sys
+from dataclasses import asdict, dataclass
+
+import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
 
+import errors
+import flags
+import sft
 from forced import encode, hidden_logprob, make_batch
-from prompts import CATEGORIES, DataError, claim_key, load_prompts
+from prompts import CATEGORIES, DataError, claim_key, load_prompts, step_indices
 from stats import auroc
 
 LOG_HALF = math.log(0.5)
+_f = flags.option
+
+
+@dataclass
+class GateConfig:
+    gate: str = _f(
+        "",
+        "opener gates 'category=sentence; ...': the sentence opens that category's answers and "
+        "p(sentence | prompt) is trained as its classifier on --gate-prompts",
+    )
+    gate_prompts: str = _f(
+        "data/prompts.jsonl,data/twins_v2.jsonl",
+        "prompt files the gates learn from (training prompts only; twins go with their claim)",
+    )
+    gate_weight: float = _f(1.0, "weight of the gates' cross-entropy beside the SFT loss")
+    gate_batch: int = _f(16, "gate prompts per optimizer step")
+    gate_margin: float = _f(
+        0.0,
+        "weight of the greedy term: each sentence's first token above the likeliest other token "
+        "on its category and below it elsewhere (0 = the cross-entropy alone; routed around in "
+        "attempt 26: knowledge/sft.md)",
+    )
+    gate_neg_weight: float = _f(
+        1.0,
+        "weight of the cross-entropy on prompts outside a gate's category (> 1 lowers the "
+        "sentence's probability there, below greedy decoding's threshold: knowledge/sft.md)",
+    )
+
+    def __post_init__(self):
+        self.gate_list()  # raises on a bad entry
+        if self.gate_batch < 1:
+            raise ValueError(f"gate_batch={self.gate_batch} must be >= 1")
+        if not (self.gate_weight > 0 and self.gate_neg_weight > 0) or self.gate_margin < 0:
+            raise ValueError(
+                f"gate_weight={self.gate_weight} and gate_neg_weight={self.gate_neg_weight} "
+                f"must be > 0 and gate_margin={self.gate_margin} >= 0"
+            )
+        if not self.gate_prompts.strip():
+            raise ValueError("gate_prompts is empty: name the prompt files the gates learn")
+
+    def gate_list(self) -> list[tuple[str, str]]:
+        return parse_gates(self.gate)
+
+
+class OpenerGate(sft.ExtraLoss):
+    """The gates as SFT's extra term: the gated answers opened by their sentence, the gates'
+    prompts split against the SFT's validation prompts, and per step the cross-entropy of
+    p(sentence | prompt) on --gate-batch of them (gate_loss), weighted by --gate-weight."""
+
+    name = "gate"
+
+    def __init__(self, cfg: GateConfig, sft_cfg: sft.SFTConfig):
+        self.cfg, self.gates = cfg, cfg.gate_list()
+        self.seed, self.val_fraction = sft_cfg.seed, sft_cfg.val_fraction
+        self.weight = cfg.gate_weight
+
+    def config(self) -> dict:
+        return asdict(self.cfg)
+
+    def records(self, records: list[dict]) -> list[dict]:
+        return gate_records(records, self.gates)
+
+    def split(self, train: list[dict], val: list[dict]) -> None:
+        """The SFT's validation prompts stay out of the gates' training too."""
+        val_texts = {r["prompt"].strip() for r in val}
+        self.train_prompts, self.val_prompts = gate_split(
+            self.cfg.gate_prompts, val_texts, self.val_fraction, self.seed
+        )
+
+    def encode(self, tokenizer, train: list[dict], val: list[dict]) -> dict:
+        check_openers(tokenizer, train + val, self.gates)
+        if self.cfg.gate_margin:
+            try:
+                check_first_tokens(tokenizer, self.gates)
+            except ValueError as e:
+                raise DataError(f"--gate {self.cfg.gate!r}: {e}") from e
+        self.train_rows = gate_rows(tokenizer, self.train_prompts, self.gates)
+        self.val_rows = gate_rows(tokenizer, self.val_prompts, self.gates)
+        self.val_categories = [r["category"] for r in self.val_prompts]
+        return {
+            "gate_train_prompts": len(self.train_prompts),
+            "gate_val_prompts": len(self.val_prompts),
+        }
+
+    def batch(self, step: int):
+        rows, targets = self.train_rows
+        pick = step_indices(len(rows), self.cfg.gate_batch, self.seed, step, 3000)
+        return [rows[i] for i in pick], targets[pick]
+
+    def loss(self, model, batch, pad_id: int):
+        rows, targets = batch
+        return gate_loss(
+            model, rows, targets, pad_id, self.cfg.gate_margin, self.cfg.gate_neg_weight
+        )
+
+    def step_metrics(self, batch, term: float, rows: np.ndarray) -> dict:
+        accuracy = float(np.mean((rows > LOG_HALF) == (batch[1] > 0.5)))
+        return {"gate_loss": term, "gate_accuracy": accuracy}
+
+    def progress(self, metrics: dict) -> dict:
+        return {"gate": f"{metrics['gate_loss']:.3f}"}
+
+    def validate(self, model, pad_id: int) -> tuple[dict, dict]:
+        """The gates on their validation prompts (gate_figures), no gradient."""
+        lp, margins = gate_scores(model, self.val_rows[0], pad_id)
+        figures = gate_figures(lp, self.val_categories, self.gates, margins)
+        return figures, flat_gate(figures)
+
+    def summary(self, history: list[dict], best_step: int | None) -> dict:
+        """The gates on their validation prompts, before and as kept."""
+        at = {h["step"]: h["gate"] for h in history}
+        return {
+            "gate": {
+                "gates": [{"category": c, "sentence": t} for c, t in self.gates],
+                "val_step_0": at[0],
+                "val_best_step": at.get(best_step),
+            }
+        }
 
 
 def parse_gates(spec: str) -> list[tuple[str, str]]:
@@ -213,3 +342,14 @@ def flat_gate(figs: dict) -> dict:
         out |= {f"gate/{cat}/opens_{c}": v for c, v in f["opens"].items()}
         out |= {f"gate/{cat}/greedy_first_{c}": v for c, v in f.get("greedy_first", {}).items()}
     return out
+
+
+@errors.cli
+def main(argv=None) -> int:
+    """sft.py's command with the gates' flags beside its own."""
+    doc = "Supervised LoRA warm start with opener gates (rl-values; knowledge/sft.md)."
+    return sft.main(argv, extra=(GateConfig, OpenerGate), description=doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

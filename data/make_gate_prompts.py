@@ -1,4 +1,4 @@
-"""Write gate prompts from other sources for `sft.py --gate-prompts` (never committed).
+"""Write gate prompts from other sources for `opener_gate.py --gate-prompts` (never committed).
 
 The opener gate learns its decision on the prompts it is given (opener_gate.py). Trained on our
 own prompt files only, its threshold did not travel: the nonsense gate opened on about half of
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     if out.suffix != ".jsonl":
         raise errors.UserError(
-            f"--out {a.out}: name a .jsonl file (sft.py --gate-prompts reads JSONL)"
+            f"--out {a.out}: name a .jsonl file (opener_gate.py --gate-prompts reads JSONL)"
         )
     if (ROOT / "data") in out.resolve().parents:
         raise errors.UserError(
