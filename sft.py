@@ -9,9 +9,9 @@ step 0, every --eval-every steps or each epoch, and at the end; only the best-by
 checkpoint is kept, in train.py's layout (RUN_DIR/checkpoints/step_N/ with PEFT adapters,
 optimizer, trainer.json, train_config.json; RUN_DIR/latest names it), so `--model RUN_DIR` loads
 it anywhere (load_weights merges the adapters into the base). An experiment adds a term to the
-loss through `ExtraLoss`, from its own module with its own command (opener_gate.py,
-stance_pairs.py); sft.py imports none. It is not resumable and does no full fine-tuning or
-packing of several records into one row.
+loss through `ExtraLoss`, from its own module with its own command (experiments/opener_gate.py,
+experiments/stance_pairs.py); sft.py imports none. It is not resumable and does no full
+fine-tuning or packing of several records into one row.
 
   uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2
 """
@@ -495,7 +495,7 @@ def fit(run: SFTRun) -> dict:
 
 
 # The experiments' flags that sft.py once had, and the commands that take them now.
-MOVED = {"--gate": "opener_gate.py", "--stance": "stance_pairs.py"}
+MOVED = {"--gate": "-m experiments.opener_gate", "--stance": "-m experiments.stance_pairs"}
 
 
 def build_parser(description: str = "Supervised LoRA warm start of the policy (rl-values).",
@@ -524,7 +524,8 @@ def refuse_moved(argv: list[str]) -> None:
 def main(argv=None, extra=None, description: str | None = None) -> int:
     """The CLI: a bad setting, data file or model path is one `error:` line and exit 2.
     `extra` = (a config dataclass, make(its config, SFTConfig) -> ExtraLoss): an experiment's
-    command is this one with its own flags beside SFT's (opener_gate.py, stance_pairs.py)."""
+    command is this one with its own flags beside SFT's (experiments/opener_gate.py,
+    experiments/stance_pairs.py)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if extra is None:
         refuse_moved(argv)

@@ -26,7 +26,7 @@ MIDDLE = {
     "sampling", "kernels", "gwen", "grpo", "reward_model", "rubric", "rewards", "hacks",
     "reference", "routing", "policy_update", "checkpoint", "distributed", "runlog", "tblog",
     "config", "tasks", "chess_task", "gold", "rollout_batch", "run_state", "reward_refresh",
-    "rm_data", "eval_hook",
+    "rm_data", "eval_hook", "frozen_states",
 }  # fmt: skip
 LAYERS = {**dict.fromkeys(LOW, 0), **dict.fromkeys(MIDDLE, 1)}  # any other module: 2 (high)
 LAYER_NAMES = ("low", "middle", "high")

@@ -22,12 +22,11 @@ from mlx.utils import tree_flatten
 import checkpoint
 import forced
 import lora
-import opener_gate
 import precision
 import prompts
 import sft
-import stance_pairs
 import train
+from experiments import opener_gate, stance_pairs
 from load_weights import load, resolve
 from prompts import load_prompts, load_sft
 
@@ -783,8 +782,8 @@ def test_the_experiment_commands_take_sft_flags_and_save_their_own(tmp_path, bas
 
 @pytest.mark.parametrize(
     "flag, command",
-    [("--gate", "opener_gate.py"), ("--gate-margin=1", "opener_gate.py"),
-     ("--stance-pairs", "stance_pairs.py")],
+    [("--gate", "-m experiments.opener_gate"), ("--gate-margin=1", "-m experiments.opener_gate"),
+     ("--stance-pairs", "-m experiments.stance_pairs")],
 )  # fmt: skip
 def test_sft_names_the_command_an_experiment_flag_moved_to(flag, command, capsys):
     assert sft.main([flag, "x"]) == 2

@@ -3,8 +3,12 @@ records that go with them, and a loss that scores one stance sentence after each
 only the difference (knowledge/sft.md). It is SFT with an extra term (`StanceContrast`,
 sft.ExtraLoss): the command takes every sft.py flag and the contrast's own.
 
-    uv run python stance_pairs.py --model models/sft-smollm2-135m --data data/sft/written.jsonl \
-        --stance-pairs data/prompts.jsonl,data/twins_v2.jsonl --epochs 2 --max-answer-tokens 90
+    uv run python -m experiments.stance_pairs --model models/sft-smollm2-135m \
+        --data data/sft/written.jsonl --stance-pairs data/prompts.jsonl,data/twins_v2.jsonl \
+        --epochs 2 --max-answer-tokens 90
+
+Study: attempt 21, the stance contrast (knowledge/learning_run.md; its model,
+models/candidates/stance-candidate-a21).
 """
 
 import sys

@@ -3,8 +3,11 @@ sentence's probability after a prompt a classifier of that category, trained on 
 prompts than have written answers (knowledge/sft.md). It is SFT with an extra term
 (`OpenerGate`, sft.ExtraLoss): the command takes every sft.py flag and the gate's own.
 
-    uv run python opener_gate.py --gate "nonsense=This question does not make sense." \
+    uv run python -m experiments.opener_gate \
+        --gate "nonsense=This question does not make sense." \
         --data data/sft/written.jsonl --epochs 2 --max-answer-tokens 90
+
+Study: the opener gates, attempts 23-29 (knowledge/learning_run.md); gate_eval.py scores them.
 
 A binary cross-entropy on p(sentence | prompt), the category being the label, trains an absolute
 decision (the stance contrast, stance_pairs.py, moves only the difference between two prompts).

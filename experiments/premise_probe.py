@@ -13,9 +13,10 @@ share of held-out pairs whose false half scores above its true twin (chance 0.5)
 interval over pairs. The peer, in the same run, is the same probe on the prompts' bag of words
 (on a minimal pair only the changed words differ, so it measures what the surface gives away).
 
-    uv run python premise_probe.py --model smollm2-135m --json
+    uv run python -m experiments.premise_probe --model smollm2-135m --json
 
-A result and its reading: knowledge/learning_run.md ("Does the 135M model know ...").
+Study: the premise probe, "Does the 135M model know which premise is false?" (session 22 in
+knowledge/learning_run.md, where the result is read); its `--stance` figures served attempt 21.
 """
 
 import argparse
@@ -26,13 +27,12 @@ import backend
 # isort: split
 import mlx.core as mx
 import numpy as np
-from tqdm import tqdm
 
-import chat_format
 import errors
 import forced
 import stats
 import strict_json
+from frozen_states import last_token_states, ridge_fit
 from load_weights import load
 from prompts import (
     claim_groups,
@@ -47,22 +47,6 @@ STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 INNER_FOLDS = 4
 
 
-def last_token_states(model, tokenizer, prompts: list[str], progress: bool = True) -> np.ndarray:
-    """(N, layers + 1, D) float64: the residual stream at each prompt's last token after the
-    embedding (index 0) and after block i (index i + 1), the prompt in the chat template."""
-    n_layers = len(model.layers)
-    out = []
-    for text in tqdm(prompts, desc="states", unit="prompt", disable=not progress, file=sys.stderr):
-        tokens = mx.array([chat_format.chat_tokens(tokenizer, text)])
-        h = model.embed(tokens)
-        rows = [h[0, -1]]
-        for i in range(n_layers):
-            h = model.blocks(h, range(i, i + 1))
-            rows.append(h[0, -1])
-        out.append(np.array(mx.stack(rows).astype(mx.float32), dtype=np.float64))
-    return np.stack(out)
-
-
 def bag_of_words(prompts: list[str]) -> np.ndarray:
     """(N, V) 0/1: which lower-cased words each prompt holds (the vocabulary of all prompts:
     it is unsupervised, labels never enter it)."""
@@ -72,27 +56,6 @@ def bag_of_words(prompts: list[str]) -> np.ndarray:
     for row, ws in enumerate(words):
         x[row, [vocab[w] for w in ws]] = 1.0
     return x
-
-
-def ridge_fit(x: np.ndarray, y: np.ndarray, strength: float):
-    """Ridge regression of y (+-1) on standardized x with an intercept: returns score(x_new).
-    Solved in whichever of the primal (D x D) or dual (N x N) form is smaller. A constant column
-    carries nothing and is left out: were it kept, x - mean would be rounding noise (~1e-17) and
-    so would the scores' differences, ranking rows by BLAS order where they tie (all-constant x,
-    such as the last token before any block: every score is exactly y.mean())."""
-    live = x.std(0) >= 1e-8
-    x = x[:, live]
-    mean, std = x.mean(0), x.std(0)
-    z = (x - mean) / std
-    y0 = y.mean()
-    n, d = z.shape
-    if d == 0:
-        w = np.zeros(0)
-    elif d <= n:
-        w = np.linalg.solve(z.T @ z + strength * np.eye(d), z.T @ (y - y0))
-    else:
-        w = z.T @ np.linalg.solve(z @ z.T + strength * np.eye(n), y - y0)
-    return lambda x_new: ((x_new[:, live] - mean) / std) @ w + y0
 
 
 def pair_margins(x: np.ndarray, fold: np.ndarray, groups: np.ndarray, strengths=STRENGTHS, seed=0):

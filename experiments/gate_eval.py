@@ -1,17 +1,18 @@
 """Where would a model's opener gates open on held-out prompts?
 
-A model trained by opener_gate.py opens a category's answers with a fixed sentence, and the
-sentence's probability after a prompt is that category's classifier. This
-scores each gate on each --prompts file without generating: per prompt category, `opens` (the
-share whose p(sentence | prompt) > 1/2), `greedy_first` (the share where the sentence's first
-token is the likeliest: greedy decoding starts it there, the decision the answers show) and the
-AUROC of log p, the gate's category against every other. The gate sentences are the ones the
-model was trained with (its sft.json) unless --gate names others.
+A model trained by experiments/opener_gate.py opens a category's answers with a fixed sentence, and
+the sentence's probability after a prompt is that category's classifier. This scores each gate on
+each --prompts file without generating: per prompt category, `opens` (the share whose p(sentence |
+prompt) > 1/2), `greedy_first` (the share where the sentence's first token is the likeliest: greedy
+decoding starts it there, the decision the answers show) and the AUROC of log p, the gate's category
+against every other. The gate sentences are the ones the model was trained with (its sft.json)
+unless --gate names others.
 
-    uv run python gate_eval.py --model runs/sft/gate26 --prompts data/eval.jsonl \
+    uv run python -m experiments.gate_eval --model runs/sft/gate26 --prompts data/eval.jsonl \
         --prompts data/eval_external.jsonl
 
-Results and their reading: knowledge/learning_run.md (attempts 23-26).
+Study: the opener gates, attempts 23-29 (knowledge/learning_run.md; results and their reading
+in attempts 23-26).
 """
 
 import argparse
@@ -26,13 +27,13 @@ import mlx.core as mx
 
 import errors
 import strict_json
+from experiments.opener_gate import gate_figures, gate_rows, gate_scores, parse_gates
 from load_weights import load
-from opener_gate import gate_figures, gate_rows, gate_scores, parse_gates
 from prompts import eval_subset, load_prompts
 
 
 def trained_gates(ref: str) -> list[tuple[str, str]] | None:
-    """The gates an opener_gate.py run was trained with (its sft.json), else None."""
+    """The gates an experiments/opener_gate.py run was trained with (its sft.json), else None."""
     path = Path(ref) / "sft.json"
     if not path.is_file():
         return None

@@ -2,7 +2,7 @@
 
 A policy can only push back on false premises or flag nonsense without disputing true premises
 if something in its reading of the prompt separates them. This fits a ridge classifier per layer
-on the residual stream at the last prompt token (premise_probe.last_token_states: the chat
+on the residual stream at the last prompt token (frozen_states.last_token_states: the chat
 template, as the policy reads it), one category against the controls, on the training prompt
 files (--train; a true twin, a record naming a `pair`, stays with its false premise in the inner
 split that picks the ridge strength), then scores each --test file once. Figures per test file:
@@ -11,11 +11,11 @@ the AUROC, and the **share** of the category's prompts scoring above the thresho
 these states can give while needless pushback stays at that level. The peer in the same run is
 the same probe on the prompts' bag of words (what the surface alone gives away).
 
-    uv run python category_probe.py --model smollm2-135m --test data/eval.jsonl \
+    uv run python -m experiments.category_probe --model smollm2-135m --test data/eval.jsonl \
         --test data/eval_external.jsonl --json
 
-A result and its reading: knowledge/learning_run.md ("What the 135M model's states can tell
-apart on the eval").
+Study: the category probe, "What the 135M model's states can tell apart on the eval" (session 24
+in knowledge/learning_run.md, where the result is read), before the opener gates.
 """
 
 import argparse
@@ -30,8 +30,9 @@ import numpy as np
 import errors
 import stats
 import strict_json
+from experiments.premise_probe import bag_of_words
+from frozen_states import last_token_states, ridge_fit
 from load_weights import load
-from premise_probe import bag_of_words, last_token_states, ridge_fit
 from prompts import CATEGORIES, claim_key, load_prompts
 
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
