@@ -255,7 +255,7 @@ CASES = {
         needs=(MAIN,),
         check=run_file("reports/main/report.md"),
     ),  # fmt: skip
-    "uv run python train.py --config recipes/values_sft_grpo2.json": Case(
+    "uv run python train.py --config recipes/attempts/values_sft_grpo2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe2", check=metrics_lines("recipe2", 1)
     ),
     "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
