@@ -1,8 +1,9 @@
 """Teacher forcing: a prompt in the policy's chat format followed by a given text, batched
 left-padded, and the log-probability the model gives that text.
 
-sft.py trains on these batches (mean cross-entropy over the answer tokens); premise_probe.py and
-sft.py's stance contrast read the summed log-probability of one fixed text after each prompt.
+sft.py trains on these batches (mean cross-entropy over the answer tokens); the experiments
+premise_probe.py and stance_pairs.py read the summed log-probability of one fixed text after
+each prompt.
 """
 
 import mlx.core as mx

@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 import chat_format
 import diversity
+import frozen_states
 import gold
 import load_weights
 import reward_model
@@ -71,7 +72,8 @@ PUSHBACK = np.array([LABELS[k] for k in LABEL_NAMES])
 
 
 class Featurizer:
-    """Feature vectors of (prompt, answer) pairs from the frozen base model."""
+    """Feature vectors of (prompt, answer) pairs from the frozen base model (its residual stream
+    by frozen_states.block_states, the probes' features too)."""
 
     def __init__(self, model=None, tokenizer=None):
         if model is None:
@@ -103,12 +105,9 @@ class Featurizer:
             answer_len = np.array([seqs[i][1] for i in idx])
             mask = np.arange(width)[None, :] >= (width - answer_len)[:, None]  # answer slots
             m = mx.array(mask[..., None].astype(np.float32))
-            h, prev, parts = self.model.embed(tokens), 0, []
-            for stop in FEATURE_BLOCKS:
-                h = self.model.blocks(h, range(prev, stop), pad=pad_a)
-                prev = stop
-                parts.append((h * m).sum(axis=1) / m.sum(axis=1))
-            parts.append(h[:, -1, :])
+            states = frozen_states.block_states(self.model, tokens, FEATURE_BLOCKS, pad=pad_a)
+            parts = [(h * m).sum(axis=1) / m.sum(axis=1) for h in states]
+            parts.append(states[-1][:, -1, :])
             feats = np.array(mx.concatenate(parts, axis=1).astype(mx.float32))
             for row, i in enumerate(idx):
                 out[i] = np.concatenate([feats[row], text_stats(answers[i])])

@@ -8,8 +8,10 @@ split into train and validation by prompt (seeded, per category), validation los
 step 0, every --eval-every steps or each epoch, and at the end; only the best-by-validation
 checkpoint is kept, in train.py's layout (RUN_DIR/checkpoints/step_N/ with PEFT adapters,
 optimizer, trainer.json, train_config.json; RUN_DIR/latest names it), so `--model RUN_DIR` loads
-it anywhere (load_weights merges the adapters into the base). It is not resumable and does no
-full fine-tuning or packing of several records into one row.
+it anywhere (load_weights merges the adapters into the base). An experiment adds a term to the
+loss through `ExtraLoss`, from its own module with its own command (experiments/opener_gate.py,
+experiments/stance_pairs.py); sft.py imports none. It is not resumable and does no full
+fine-tuning or packing of several records into one row.
 
   uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2
 """
@@ -40,21 +42,7 @@ import runlog
 import strict_json
 from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
-from opener_gate import (
-    LOG_HALF,
-    check_first_tokens,
-    check_openers,
-    flat_gate,
-    gate_figures,
-    gate_loss,
-    gate_records,
-    gate_rows,
-    gate_scores,
-    gate_split,
-    parse_gates,
-)
-from prompts import CATEGORIES, DataError, load_sft, step_indices
-from stance_pairs import stance_contrast, stance_records, stance_split
+from prompts import CATEGORIES, DataError, load_sft
 
 _f = flags.option
 
@@ -80,39 +68,6 @@ class SFTConfig:
     eval_every: int = _f(0, "validation loss every N steps (0 = at the end of each epoch)")
     max_answer_tokens: int = _f(80, "answers longer than this (EOS included) are refused")
     seed: int = _f(0, "seed for the split, data order and LoRA init")
-    stance_pairs: str = _f(
-        "",
-        "prompt files with minimal pairs (e.g. data/prompts.jsonl,data/twins_v2.jsonl): adds "
-        "the stance contrast (empty = plain SFT)",
-    )
-    stance_text: str = _f("That premise is false.", "the stance sentence the contrast scores")
-    stance_weight: float = _f(1.0, "weight of the stance contrast beside the SFT loss")
-    stance_beta: float = _f(1.0, "scale of the log-prob margin inside the contrast's softplus")
-    stance_batch: int = _f(8, "minimal pairs per optimizer step")
-    stance_folds: int = _f(4, "folds of the pairs by claim group; one is held out")
-    stance_holdout: int = _f(0, "the held-out fold: its pairs and SFT records never trained on")
-    gate: str = _f(
-        "",
-        "opener gates 'category=sentence; ...': the sentence opens that category's answers and "
-        "p(sentence | prompt) is trained as its classifier on --gate-prompts (empty = none)",
-    )
-    gate_prompts: str = _f(
-        "data/prompts.jsonl,data/twins_v2.jsonl",
-        "prompt files the gates learn from (training prompts only; twins go with their claim)",
-    )
-    gate_weight: float = _f(1.0, "weight of the gates' cross-entropy beside the SFT loss")
-    gate_batch: int = _f(16, "gate prompts per optimizer step")
-    gate_margin: float = _f(
-        0.0,
-        "weight of the greedy term: each sentence's first token above the likeliest other token "
-        "on its category and below it elsewhere (0 = the cross-entropy alone; routed around in "
-        "attempt 26: knowledge/sft.md)",
-    )
-    gate_neg_weight: float = _f(
-        1.0,
-        "weight of the cross-entropy on prompts outside a gate's category (> 1 lowers the "
-        "sentence's probability there, below greedy decoding's threshold: knowledge/sft.md)",
-    )
     dtype: str | None = flags.dtype_option()
     max_failed_updates: int = _f(
         3, "stop after this many non-finite updates in a row (each skipped or rolled back)"
@@ -120,10 +75,8 @@ class SFTConfig:
 
     def __post_init__(self):
         backend.parse_dtype(self.dtype)  # ValueError naming --dtype and its values
-        for name in (
-            "epochs", "batch_size", "lora_rank", "max_answer_tokens", "stance_batch", "gate_batch",
-            "max_failed_updates",
-        ):  # fmt: skip
+        positive = ("epochs", "batch_size", "lora_rank", "max_answer_tokens", "max_failed_updates")
+        for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("steps", "warmup_steps", "eval_every", "lora_layers"):
@@ -133,37 +86,8 @@ class SFTConfig:
             raise ValueError(f"lr={self.lr} must be > 0")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"val_fraction={self.val_fraction} must be in (0, 1), e.g. 0.15")
-        if self.stance_pairs:
-            if self.stance_folds < 2 or not 0 <= self.stance_holdout < self.stance_folds:
-                raise ValueError(
-                    f"stance_folds={self.stance_folds}, stance_holdout={self.stance_holdout}: "
-                    "need >= 2 folds and a held-out fold in 0..folds-1"
-                )
-            if not self.stance_text.strip():
-                raise ValueError("stance_text is empty: give the sentence the contrast scores")
-            if not (self.stance_weight > 0 and self.stance_beta > 0):
-                raise ValueError(
-                    f"stance_weight={self.stance_weight}, stance_beta={self.stance_beta}: both "
-                    "must be > 0 (leave --stance-pairs empty for plain SFT)"
-                )
-        if self.gate:
-            self.gate_list()  # raises on a bad entry
-            if self.stance_pairs:
-                raise ValueError(
-                    "--gate and --stance-pairs both open answers with a sentence: use one"
-                )
-            if not (self.gate_weight > 0 and self.gate_neg_weight > 0) or self.gate_margin < 0:
-                raise ValueError(
-                    f"gate_weight={self.gate_weight} and gate_neg_weight={self.gate_neg_weight} "
-                    f"must be > 0 and gate_margin={self.gate_margin} >= 0"
-                )
-            if not self.gate_prompts.strip():
-                raise ValueError("gate_prompts is empty: name the prompt files the gates learn")
         if not self.data_files():
             raise ValueError("data is empty: name at least one JSONL file")
-
-    def gate_list(self) -> list[tuple[str, str]]:
-        return parse_gates(self.gate) if self.gate else []
 
     def data_files(self) -> list[str]:
         return [p.strip() for p in self.data.split(",") if p.strip()]
@@ -261,6 +185,63 @@ def mean_loss(model, examples: list, pad_id: int, batch: int = 16) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
+# The extra-loss hook: where an experiment adds a term to the SFT loss
+
+
+class ExtraLoss:
+    """A loss term beside the SFT loss, with the data it learns from: how an experiment plugs
+    into SFT (experiments/opener_gate.py, experiments/stance_pairs.py) without sft.py knowing
+    it. `build` calls `records`, then `split` (both before the model loads, so a bad file stops
+    the run early), then `encode`; each optimizer step calls `batch` (host side) and, inside the
+    gradient, `loss`: the step minimizes SFT loss + `weight` x the term. The defaults change
+    nothing; a subclass sets `weight` and overrides what it needs."""
+
+    name: str = "extra"  # the key of its figures in the summary's history
+    weight: float = 1.0
+
+    def config(self) -> dict:
+        """Its settings, saved beside SFT's in config.json and the checkpoint's
+        train_config.json."""
+        return {}
+
+    def records(self, records: list[dict]) -> list[dict]:
+        """The SFT records to train on (opened, dropped), before the split by prompt."""
+        return records
+
+    def split(self, train: list[dict], val: list[dict]) -> None:
+        """Its own data, split given the SFT's (train, validation) records."""
+
+    def encode(self, tokenizer, train: list[dict], val: list[dict]) -> dict:
+        """Its rows tokenized (the model is loaded); counts for the run's summary."""
+        return {}
+
+    def batch(self, step: int):
+        """What `loss` reads at optimizer step `step`."""
+
+    def loss(self, model, batch, pad_id: int) -> tuple[mx.array, mx.array]:
+        """(the term, unweighted; per-row figures that step_metrics reads)."""
+        raise NotImplementedError
+
+    def step_metrics(self, batch, term: float, rows: np.ndarray) -> dict:
+        """Figures of one step for metrics.jsonl."""
+        return {}
+
+    def progress(self, metrics: dict) -> dict:
+        """{name: text} shown on the progress bar."""
+        return {}
+
+    def validate(self, model, pad_id: int) -> tuple[dict, dict] | None:
+        """(figures for the summary's history, flat figures for metrics.jsonl) on its
+        validation data, no gradient; None when it has none."""
+        return None
+
+    def summary(self, history: list[dict], best_step: int | None) -> dict:
+        """Entries for the run's summary (sft.json); `history` holds validate's figures under
+        `name`."""
+        return {}
+
+
+# ----------------------------------------------------------------------------------------------
 # Training
 
 
@@ -274,24 +255,18 @@ class SFTRun:
     train: list  # [(tokens, prompt_len)]
     val: list
     counts: dict
-    stance: list | None = None  # [(false row, twin row)] of the training pairs, or None
-    held_pairs: list | None = None  # [(false record, twin record)] never trained on
-    gate: dict | None = None  # rows/targets of the gates' training and validation prompts
+    extra: ExtraLoss | None = None  # an experiment's term beside the SFT loss
     failures: precision.Failures | None = None  # skipped and rolled-back updates (train_step)
 
 
-def step_loss(model, batch, rows, gate, pad_id: int, cfg: SFTConfig):
-    """(SFT loss + the weighted extra term, SFT loss, extra term, its per-row figures): the
-    stance contrast and its margins (rows), the gates' cross-entropy and log p(sentence) (gate
-    = (rows, targets)), or nothing (plain SFT)."""
+def step_loss(model, batch, extra: ExtraLoss | None, extra_batch, pad_id: int):
+    """(SFT loss + extra's weight x its term, SFT loss, the term, its per-row figures); without
+    an extra term, (SFT loss, SFT loss, 0, nothing)."""
     loss = sft_loss(model, *batch)
-    if rows is not None:
-        contrast, margins = stance_contrast(model, rows, pad_id, cfg.stance_beta)
-        return loss + cfg.stance_weight * contrast, loss, contrast, margins
-    if gate is not None:
-        bce, lp = gate_loss(model, *gate, pad_id, cfg.gate_margin, cfg.gate_neg_weight)
-        return loss + cfg.gate_weight * bce, loss, bce, lp
-    return loss, loss, mx.zeros(()), mx.zeros((0,))
+    if extra is None:
+        return loss, loss, mx.zeros(()), mx.zeros((0,))
+    term, rows = extra.loss(model, extra_batch, pad_id)
+    return loss + extra.weight * term, loss, term, rows
 
 
 def add_adapters(model, cfg: SFTConfig) -> int:
@@ -327,24 +302,16 @@ def make_optimizer(cfg: SFTConfig, model, steps: int):
     )
 
 
-def build(cfg: SFTConfig) -> SFTRun:
+def build(cfg: SFTConfig, extra: ExtraLoss | None = None) -> SFTRun:
     """Data read and split and the run folder checked (a bad file fails here, before the model
-    loads), then the model loaded with fresh adapters and the examples encoded."""
+    loads), then the model loaded with fresh adapters and the examples encoded. `extra`: an
+    experiment's term beside the SFT loss (ExtraLoss)."""
     records = load_data(cfg.data_files())
-    stance_pairs = held_pairs = None
-    dropped = 0
-    if cfg.stance_pairs:
-        stance_pairs, held_pairs = stance_split(
-            cfg.stance_pairs, cfg.stance_folds, cfg.stance_holdout, cfg.seed
-        )
-        records, dropped = stance_records(records, cfg.stance_text, held_pairs)
-    gates = cfg.gate_list()
-    if gates:
-        records = gate_records(records, gates)
+    if extra is not None:
+        records = extra.records(records)
     train_recs, val_recs = split_by_prompt(records, cfg.val_fraction, cfg.seed)
-    if gates:  # the SFT's validation prompts stay out of the gates' training too
-        val_texts = {r["prompt"].strip() for r in val_recs}
-        gate_train, gate_val = gate_split(cfg.gate_prompts, val_texts, cfg.val_fraction, cfg.seed)
+    if extra is not None:
+        extra.split(train_recs, val_recs)
     run_dir = Path(cfg.out_dir) / (cfg.run_name or cfg.default_run_name())
     if (run_dir / "metrics.jsonl").exists():
         raise FileExistsError(f"{run_dir} already holds a run; choose another --run-name")
@@ -366,37 +333,13 @@ def build(cfg: SFTConfig) -> SFTRun:
         "val_answer_tokens": int(sum(len(t) - p for t, p in val)),
         "trainable_params": int(n_params),
     }
-    stance = None
-    if stance_pairs is not None:
-        text = cfg.stance_text
-
-        def rows(r):
-            return encode(tokenizer, r["prompt"], text, eos=False)
-
-        stance = [(rows(a), rows(b)) for a, b in stance_pairs]
-        counts |= {
-            "stance_train_pairs": len(stance_pairs),
-            "stance_held_pairs": len(held_pairs),
-            "records_dropped_on_held_pairs": dropped,
-        }
-    gate = None
-    if gates:
-        check_openers(tokenizer, train_recs + val_recs, gates)
-        if cfg.gate_margin:
-            try:
-                check_first_tokens(tokenizer, gates)
-            except ValueError as e:
-                raise DataError(f"--gate {cfg.gate!r}: {e}") from e
-        gate = {"train": gate_rows(tokenizer, gate_train, gates)}
-        gate["val"] = gate_rows(tokenizer, gate_val, gates)
-        gate["val_categories"] = [r["category"] for r in gate_val]
-        counts |= {"gate_train_prompts": len(gate_train), "gate_val_prompts": len(gate_val)}
+    if extra is not None:
+        counts |= extra.encode(tokenizer, train_recs, val_recs)
     optimizer = make_optimizer(cfg, model, total_steps(cfg, len(train)))
     fix = backend.overflow_fix(model.model.norm.weight.dtype)
     failures = precision.Failures(cfg.max_failed_updates, fix)
     return SFTRun(
-        cfg, run_dir, model, tokenizer, optimizer, train, val, counts, stance, held_pairs, gate,
-        failures,
+        cfg, run_dir, model, tokenizer, optimizer, train, val, counts, extra, failures
     )  # fmt: skip
 
 
@@ -406,24 +349,17 @@ def total_steps(cfg: SFTConfig, n_train: int) -> int:
 
 
 def train_step(run: SFTRun, idx, step: int = 0) -> dict:
-    """One AdamW step on the records `idx` (and, with the stance contrast, the pairs of
-    `step`); a non-finite loss or gradient skips it, a non-finite result is rolled back, and
+    """One AdamW step on the records `idx` (and on the extra term's batch of `step`); a
+    non-finite loss or gradient skips it, a non-finite result is rolled back, and
     max_failed_updates of those in a row stop the run (precision.Failures)."""
     pad_id = run.tokenizer.eos_token_id
     batch = make_batch([run.train[i] for i in idx], pad_id)
-    rows = gate = None
-    if run.stance is not None:
-        pick = step_indices(len(run.stance), run.cfg.stance_batch, run.cfg.seed, step, 2000)
-        rows = [run.stance[i] for i in pick]
-    if run.gate is not None:
-        gate_rows_all, gate_targets = run.gate["train"]
-        pick = step_indices(len(gate_rows_all), run.cfg.gate_batch, run.cfg.seed, step, 3000)
-        gate = ([gate_rows_all[i] for i in pick], gate_targets[pick])
-    (loss, sft_part, extra, margins), grads = nn.value_and_grad(run.model, step_loss)(
-        run.model, batch, rows, gate, pad_id, run.cfg
+    extra_batch = None if run.extra is None else run.extra.batch(step)
+    (loss, sft_part, term, rows), grads = nn.value_and_grad(run.model, step_loss)(
+        run.model, batch, run.extra, extra_batch, pad_id
     )
     grads, norm = precision.clip_grad_norm(grads, run.cfg.max_grad_norm)
-    mx.eval(loss, sft_part, extra, margins, grads, norm)
+    mx.eval(loss, sft_part, term, rows, grads, norm)
     outcome = "skipped"
     if math.isfinite(loss.item()) and math.isfinite(norm.item()):
         ok = precision.guarded_update(run.optimizer, run.model, grads)
@@ -437,25 +373,17 @@ def train_step(run: SFTRun, idx, step: int = 0) -> dict:
         )
     out = {"loss": loss.item(), "grad_norm": norm.item(), "tokens": int(batch[2].sum().item())}
     out |= {k: v for k, v in run.failures.counts.items() if k != "failed_in_a_row"}
-    if rows is not None:
-        m = np.array(margins)
-        out |= {
-            "sft_loss": sft_part.item(),
-            "stance_margin": float(m.mean()),
-            "stance_accuracy": float((m > 0).mean()),
-        }
-    if gate is not None:
-        lp, t = np.array(margins), gate[1]
-        out |= {"sft_loss": sft_part.item(), "gate_loss": extra.item()}
-        out["gate_accuracy"] = float(np.mean((lp > LOG_HALF) == (t > 0.5)))
+    if run.extra is not None:
+        out["sft_loss"] = sft_part.item()
+        out |= run.extra.step_metrics(extra_batch, term.item(), np.array(rows))
     return out
 
 
-def gate_val_figures(run: SFTRun) -> dict:
-    """The gates on their validation prompts (gate_figures), no gradient."""
-    rows, _ = run.gate["val"]
-    lp, margins = gate_scores(run.model, rows, run.tokenizer.eos_token_id)
-    return gate_figures(lp, run.gate["val_categories"], run.cfg.gate_list(), margins)
+def validate_extra(run: SFTRun) -> tuple[dict, dict]:
+    """(figures for the history, flat figures for metrics.jsonl) of the extra term on its
+    validation data: empty without one."""
+    got = None if run.extra is None else run.extra.validate(run.model, run.tokenizer.eos_token_id)
+    return got or ({}, {})
 
 
 def save_best(run: SFTRun, step: int, state: dict) -> Path:
@@ -467,7 +395,7 @@ def save_best(run: SFTRun, step: int, state: dict) -> Path:
         tokenizer=run.tokenizer,
         optimizer=run.optimizer,
         trainer_state=state,
-        config=dataclasses.asdict(run.cfg),
+        config=run_config(run),
         lora_cfg=run.cfg.lora_config(),
     )
     for old in (run.run_dir / "checkpoints").glob("step_*"):
@@ -476,10 +404,16 @@ def save_best(run: SFTRun, step: int, state: dict) -> Path:
     return path
 
 
-def train(cfg: SFTConfig) -> dict:
-    """Run SFT per `cfg`; return the summary (also written to RUN_DIR/sft.json). The backend
-    line comes after the data's checks, so a bad input stays one error line."""
-    run = build(cfg)
+def run_config(run: SFTRun) -> dict:
+    """SFT's settings and the extra term's, as config.json and train_config.json hold them."""
+    return dataclasses.asdict(run.cfg) | ({} if run.extra is None else run.extra.config())
+
+
+def train(cfg: SFTConfig, extra: ExtraLoss | None = None) -> dict:
+    """Run SFT per `cfg` (and `extra`'s term); return the summary (also written to
+    RUN_DIR/sft.json). The backend line comes after the data's checks, so a bad input stays one
+    error line."""
+    run = build(cfg, extra)
     backend.announce()
     return fit(run)
 
@@ -488,7 +422,7 @@ def fit(run: SFTRun) -> dict:
     """The loop: steps over seeded epochs, validation, the best checkpoint kept; the summary."""
     cfg = run.cfg
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    (run.run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+    (run.run_dir / "config.json").write_text(json.dumps(run_config(run), indent=1))
     log = runlog.MetricsLog(run.run_dir / "metrics.jsonl")
     pad_id = run.tokenizer.eos_token_id  # any id will do: padding is masked everywhere
     steps = total_steps(cfg, len(run.train))
@@ -500,9 +434,10 @@ def fit(run: SFTRun) -> dict:
     start = time.perf_counter()
     base_val = mean_loss(run.model, run.val, pad_id)
     history = [{"step": 0, "val_loss": base_val}]
-    if run.gate is not None:
-        history[0]["gate"] = gate_val_figures(run)
-    log.append(0, {"val_loss": base_val} | flat_gate(history[0].get("gate", {})))
+    figures, flat = validate_extra(run)
+    if figures:
+        history[0][run.extra.name] = figures
+    log.append(0, {"val_loss": base_val} | flat)
     best = {"step": None, "val_loss": math.inf}
     recent = []
     bar = tqdm(total=steps, desc="sft", unit="step", dynamic_ncols=True)
@@ -524,9 +459,10 @@ def fit(run: SFTRun) -> dict:
                 m["val_loss"] = mean_loss(run.model, run.val, pad_id)
                 recent = []
                 history.append({k: m[k] for k in ("train_loss", "val_loss")} | {"step": step})
-                if run.gate is not None:
-                    history[-1]["gate"] = gate_val_figures(run)
-                    m |= flat_gate(history[-1]["gate"])
+                figures, flat = validate_extra(run)
+                if figures:
+                    history[-1][run.extra.name] = figures
+                    m |= flat
                 if m["val_loss"] < best["val_loss"]:
                     best = {"step": step, "val_loss": m["val_loss"]}
                     state = {"epoch": epoch, "val_loss": m["val_loss"], "base_val_loss": base_val}
@@ -535,10 +471,8 @@ def fit(run: SFTRun) -> dict:
             log.append(step, m)
             bar.update(1)
             val = {"val": f"{m['val_loss']:.3f}"} if "val_loss" in m else {}
-            if "stance_margin" in m:
-                val["margin"] = f"{m['stance_margin']:+.2f}"
-            if "gate_loss" in m:
-                val["gate"] = f"{m['gate_loss']:.3f}"
+            if run.extra is not None:
+                val |= run.extra.progress(m)
             bar.set_postfix(loss=f"{m['loss']:.3f}", **val)
         epoch += 1
     bar.close()
@@ -554,33 +488,56 @@ def fit(run: SFTRun) -> dict:
         "counts": run.counts,
         "history": history,
     }
-    if run.held_pairs is not None:
-        summary["stance_held_pairs"] = [[a["id"], b["id"]] for a, b in run.held_pairs]
-    if run.gate is not None:  # the gates on their validation prompts, before and as kept
-        at = {h["step"]: h["gate"] for h in history}
-        summary["gate"] = {
-            "gates": [{"category": c, "sentence": t} for c, t in cfg.gate_list()],
-            "val_step_0": at[0],
-            "val_best_step": at.get(best["step"]),
-        }
+    if run.extra is not None:
+        summary |= run.extra.summary(history, best["step"])
     (run.run_dir / "sft.json").write_text(strict_json.dumps(summary, indent=1))
     return summary
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False, description="Supervised LoRA warm start of the policy (rl-values)."
-    )
+# The experiments' flags that sft.py once had, and the commands that take them now.
+MOVED = {"--gate": "-m experiments.opener_gate", "--stance": "-m experiments.stance_pairs"}
+
+
+def build_parser(description: str = "Supervised LoRA warm start of the policy (rl-values).",
+                 extra_config=None) -> argparse.ArgumentParser:  # fmt: skip
+    p = argparse.ArgumentParser(allow_abbrev=False, description=description)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     flags.add_flags(p, SFTConfig)
+    if extra_config is not None:
+        flags.add_flags(p, extra_config)
     return p
 
 
+def refuse_moved(argv: list[str]) -> None:
+    """A flag of an experiment that left sft.py is one user error naming its command."""
+    for arg in argv:
+        for prefix, command in MOVED.items():
+            if arg.startswith(prefix):
+                flag = arg.split("=")[0]
+                raise errors.UserError(
+                    f"{flag} is no longer an sft.py flag: run `uv run python {command}` with "
+                    "the same flags (it takes every sft.py flag too)"
+                )
+
+
 @errors.cli
-def main(argv=None) -> int:
-    """The CLI: a bad setting, data file or model path is one `error:` line and exit 2."""
-    cfg, own = flags.parse_config(build_parser(), SFTConfig, argv)
-    summary = train(cfg)
+def main(argv=None, extra=None, description: str | None = None) -> int:
+    """The CLI: a bad setting, data file or model path is one `error:` line and exit 2.
+    `extra` = (a config dataclass, make(its config, SFTConfig) -> ExtraLoss): an experiment's
+    command is this one with its own flags beside SFT's (experiments/opener_gate.py,
+    experiments/stance_pairs.py)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if extra is None:
+        refuse_moved(argv)
+    extra_config, make = extra if extra is not None else (None, None)
+    parser = build_parser(*([description] if description else []), extra_config=extra_config)
+    cfg, own = flags.parse_config(parser, SFTConfig, argv)
+    extra_loss = None
+    if extra_config is not None:
+        names = {f.name for f in dataclasses.fields(extra_config)}
+        with errors.as_user_error(ValueError):  # the experiment's config checks
+            extra_loss = make(extra_config(**{k: own.pop(k) for k in names}), cfg)
+    summary = train(cfg, extra_loss)
     if own["json"]:
         print(strict_json.dumps(summary, indent=1))
     else:

@@ -1,10 +1,10 @@
-"""Write gate prompts from other sources for `sft.py --gate-prompts` (never committed).
+"""Write gate prompts from other sources for the opener gate's --gate-prompts (never committed).
 
-The opener gate learns its decision on the prompts it is given (opener_gate.py). Trained on our
-own prompt files only, its threshold did not travel: the nonsense gate opened on about half of
-the external evaluation set's controls (knowledge/learning_run.md, attempts 23 and 25). This
-writes prompts in other styles for the gate to learn from, as prompt records
-{"id", "category", "prompt", "source"[, "pair"]}:
+The opener gate learns its decision on the prompts it is given (experiments/opener_gate.py). Trained
+on our own prompt files only, its threshold did not travel: the nonsense gate opened on about half
+of the external evaluation set's controls (knowledge/learning_run.md, attempts 23 and 25). This
+writes prompts in other styles for the gate to learn from, as prompt records {"id", "category",
+"prompt", "source"[, "pair"]}:
 
 - CoCoNot's contrast preference prompts (../shared/datasets/coconot/coconot_pref.jsonl, MIT):
   prompts that only look problematic and should be answered plainly -> control;
@@ -112,9 +112,7 @@ def main(argv=None) -> int:
             raise DataError(f"{path} not found: name the shared datasets folder with --shared")
     out = Path(a.out)
     if out.suffix != ".jsonl":
-        raise errors.UserError(
-            f"--out {a.out}: name a .jsonl file (sft.py --gate-prompts reads JSONL)"
-        )
+        raise errors.UserError(f"--out {a.out}: name a .jsonl file (--gate-prompts reads JSONL)")
     if (ROOT / "data") in out.resolve().parents:
         raise errors.UserError(
             f"--out {a.out}: FalseQA states no license, so its rows stay out of data/; "

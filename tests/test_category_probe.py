@@ -1,5 +1,5 @@
-"""category_probe.py: the threshold share and folds by hand, a probe that must find a category
-the first word gives away, and the command's output and input errors."""
+"""experiments/category_probe.py: the threshold share and folds by hand, a probe that must find a
+category the first word gives away, and the command's output and input errors."""
 
 import json
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model
 
-import category_probe as cp
+from experiments import category_probe as cp
 
 
 def test_share_at_a_control_level_by_hand():

@@ -10,6 +10,7 @@ evaluate.py on a broken checkpoint.
 """
 
 import ast
+import importlib
 import json
 import math
 import re
@@ -71,15 +72,19 @@ ENTRY_POINTS = {
               (["--answers", BAD], "data/gold/answers.jsonl")),
     "gwen": (["--model", MISSING, "--prompt", "hi"], ["--prompt", "hi", "--top-p", "0"], None),
     "mutation_check": (None, ["--only", "nope"], None),
-    "category_probe": (["--model", "smollm2-135m", "--test", MISSING],
+    "experiments.category_probe": (["--model", "smollm2-135m", "--test", MISSING],
                        ["--model", "smollm2-135m", "--test", "data/eval.jsonl",
                         "--control-level", "2"],
                        (["--model", "smollm2-135m", "--test", BAD], "data/eval.jsonl")),
-    "gate_eval": (["--model", "smollm2-135m", "--prompts", MISSING, "--gate", GATE],
+    "experiments.gate_eval": (["--model", "smollm2-135m", "--prompts", MISSING, "--gate", GATE],
                   ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--limit", "0"],
                   (["--model", "smollm2-135m", "--prompts", BAD, "--gate", GATE],
                    "data/eval.jsonl")),
-    "premise_probe": (["--model", "smollm2-135m", "--pairs", MISSING],
+    "experiments.opener_gate": (["--gate", GATE, "--gate-prompts", MISSING], ["--gate", "nonsense"],
+                    (["--gate", GATE, "--gate-prompts", BAD], "data/prompts.jsonl")),
+    "experiments.stance_pairs": (["--stance-pairs", MISSING], ["--stance-folds", "1"],
+                     (["--stance-pairs", BAD], "data/prompts.jsonl")),
+    "experiments.premise_probe": (["--model", "smollm2-135m", "--pairs", MISSING],
                       ["--model", "smollm2-135m", "--folds", "1"],
                       (["--model", "smollm2-135m", "--pairs", BAD], "data/prompts.jsonl")),
     "quantize": (["--model", MISSING], ["--model", "smollm2-135m", "--bits", "3"],
@@ -107,9 +112,18 @@ RUN_FOLDER = {"runs"}  # BAD is a run folder holding the bad metrics.jsonl
 
 
 def entry_points() -> list[str]:
+    """The root modules' and the experiments' (`experiments.NAME`, run with python -m)."""
+    paths = [*ROOT.glob("*.py"), *(ROOT / "experiments").glob("*.py")]
     return sorted(
-        p.stem for p in ROOT.glob("*.py") if 'if __name__ == "__main__":' in p.read_text()
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in paths
+        if 'if __name__ == "__main__":' in p.read_text()
     )
+
+
+def source(name: str) -> Path:
+    """The file of entry point `name` (experiments.premise_probe: experiments/premise_probe.py)."""
+    return ROOT / (name.replace(".", "/") + ".py")
 
 
 def test_every_entry_point_has_cases():
@@ -118,7 +132,7 @@ def test_every_entry_point_has_cases():
 
 def call(name: str, argv: list[str], capsys) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of `main(argv)` in this process; argparse's exits too."""
-    module = __import__(name)
+    module = importlib.import_module(name)
     try:
         code = module.main(argv)
     except SystemExit as e:
@@ -153,9 +167,9 @@ def test_help_exits_0(name, capsys):
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_main_is_wrapped_and_its_status_is_the_exit_status(name):
-    module = __import__(name)
+    module = importlib.import_module(name)
     assert module.main.__code__ is errors.cli(len).__code__, f"{name}.main lacks @errors.cli"
-    tail = (ROOT / f"{name}.py").read_text().split('if __name__ == "__main__":')[1]
+    tail = source(name).read_text().split('if __name__ == "__main__":')[1]
     assert tail.strip() in ("sys.exit(main())", "raise SystemExit(main())"), tail
 
 
@@ -445,7 +459,7 @@ def test_print_result_is_strict_json_or_aligned_lines(capsys):
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_json_on_stdout_goes_through_strict_json(name):
     """What a command prints as JSON is strict (strict_json.dumps: null, never a bare NaN)."""
-    tree = ast.parse((ROOT / f"{name}.py").read_text())
+    tree = ast.parse(source(name).read_text())
     plain = [
         node.lineno
         for node in ast.walk(tree)
@@ -504,9 +518,18 @@ MODEL_ENTRY_POINTS = {
     "eval_routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
     "eval_task": ["--model", MODEL, "--limit", "1", "--max-new-tokens", "2"],
     "gwen": ["--model", MODEL, "--prompt", "hi", "--max-new-tokens", "2"],
-    "gate_eval": ["--model", MODEL, "--prompts", "data/eval.jsonl", "--gate", GATE, "--limit", "4"],
-    "premise_probe": ["--model", MODEL, "--limit", "10"],
-    "category_probe": ["--model", MODEL, "--test", "data/eval.jsonl", "--limit", "8"],
+    "experiments.gate_eval": [
+        "--model",
+        MODEL,
+        "--prompts",
+        "data/eval.jsonl",
+        "--gate",
+        GATE,
+        "--limit",
+        "4",
+    ],
+    "experiments.premise_probe": ["--model", MODEL, "--limit", "10"],
+    "experiments.category_probe": ["--model", MODEL, "--test", "data/eval.jsonl", "--limit", "8"],
     "quantize": ["--model", MODEL, "--limit", "1"],
     "sft": ["--model", MODEL, "--steps", "1", "--out-dir", OUT],
     "train": ["--model", MODEL, "--steps", "1", "--reward", "happy", "--out-dir", OUT],

@@ -1,5 +1,5 @@
-"""gate_eval.py: the gates' figures on held-out prompts. greedy_first is checked against the
-model's own greedy first token (one forward per prompt, no padding), the gates read back from an
+"""experiments/gate_eval.py: the gates' figures on held-out prompts. greedy_first is checked against
+the model's own greedy first token (one forward per prompt, no padding), the gates read back from an
 sft.json as sft.py writes it."""
 
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import chat_format
-import gate_eval
+from experiments import gate_eval
 from load_weights import load
 from prompts import eval_subset, load_prompts
 

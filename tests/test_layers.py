@@ -5,10 +5,12 @@ The graph is read from the source (ast), not by importing: an edge A -> B for ev
 repository's top-level modules. Strongly connected components (Tarjan's algorithm) find any
 cycle; LAYERS says which modules are low and middle, everything else is high (train, evaluate,
 the commands and benchmarks). A function-level import of a repository module is allowed only
-where it saves start-up time, and its line says so.
+where it saves start-up time, and its line says so. Nothing outside experiments/ imports an
+experiment.
 """
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ MIDDLE = {
     "sampling", "kernels", "gwen", "grpo", "reward_model", "rubric", "rewards", "hacks",
     "reference", "routing", "policy_update", "checkpoint", "distributed", "runlog", "tblog",
     "config", "tasks", "chess_task", "gold", "rollout_batch", "run_state", "reward_refresh",
-    "rm_data", "eval_hook",
+    "rm_data", "eval_hook", "frozen_states",
 }  # fmt: skip
 LAYERS = {**dict.fromkeys(LOW, 0), **dict.fromkeys(MIDDLE, 1)}  # any other module: 2 (high)
 LAYER_NAMES = ("low", "middle", "high")
@@ -173,3 +175,23 @@ def test_function_level_imports_say_they_save_start_up_time():
         "function-level imports without a `# start-up: ...` comment (import at module level, "
         f"or say what start-up time it saves): {hidden}"
     )
+
+
+# Folders the experiments rule does not walk: the experiments, the tests, and run outputs (a
+# user's scratch script in runs/ is not the project's).
+OUTSIDE_THE_RULE = {"experiments", "tests", "runs", "reports"}
+
+
+def test_nothing_outside_experiments_imports_an_experiment():
+    """experiments/ sits above everything: no root module, data builder or other folder imports
+    it (the experiments import each other and the library; tests import anything)."""
+    paths = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in OUTSIDE_THE_RULE and not d.startswith(".")]
+        paths += [Path(folder) / f for f in files if f.endswith(".py")]
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports experiments"
+        for path in paths
+        for dep, line, _ in imports(path, {"experiments"})
+    ]
+    assert paths and not found, found

@@ -1,6 +1,7 @@
-"""premise_probe.py: claim groups and folds that keep them whole, the ridge probe against numpy
-references, the residual-stream states against the model's own forward, and the command's
-output and input errors."""
+"""experiments/premise_probe.py: claim groups and folds that keep them whole, the ridge probe
+(frozen_states.ridge_fit) against numpy references, the residual-stream states
+(frozen_states.last_token_states) against the model's own forward, and the command's output and
+input errors."""
 
 import json
 
@@ -13,7 +14,8 @@ import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model, tiny_tokenizer
 
 import forced
-import premise_probe as pp
+import frozen_states
+from experiments import premise_probe as pp
 from prompts import DataError
 
 
@@ -54,7 +56,7 @@ def test_ridge_equals_the_augmented_least_squares_reference(n, d):
     x, x_new = rng.normal(size=(n, d)) * 3 + 1, rng.normal(size=(5, d))
     y = np.sign(rng.normal(size=n))
     strength = 7.0
-    score = pp.ridge_fit(x, y, strength)(x_new)
+    score = frozen_states.ridge_fit(x, y, strength)(x_new)
     # reference: ridge on standardized columns, unpenalized intercept, as one lstsq problem
     mean, std = x.mean(0), x.std(0)
     z = (x - mean) / std
@@ -75,14 +77,14 @@ def test_ridge_leaves_constant_columns_out_so_constant_rows_tie_exactly():
     x[:, 1] = 0.1  # no exact binary value: the column's mean is off from it by rounding
     assert x[:, 1].mean() != 0.1  # (the case that made the scores' ties rounding noise)
     y = np.tile([1.0, -1.0], 15)  # y.mean() is exactly 0
-    got = pp.ridge_fit(x, y, 3.0)(x_new)
+    got = frozen_states.ridge_fit(x, y, 3.0)(x_new)
     # exact on purpose: left out means the same arithmetic as without the column, bit for bit
     np.testing.assert_array_equal(
-        got, pp.ridge_fit(np.delete(x, 1, 1), y, 3.0)(np.delete(x_new, 1, 1))
+        got, frozen_states.ridge_fit(np.delete(x, 1, 1), y, 3.0)(np.delete(x_new, 1, 1))
     )
     same = np.tile(x[:1], (30, 1))  # every row one state, as before any block on one last token
     # exact on purpose: no column is live, so every score is the intercept, y.mean() == 0
-    assert (pp.ridge_fit(same, y, 10.0)(same) == 0.0).all()
+    assert (frozen_states.ridge_fit(same, y, 10.0)(same) == 0.0).all()
 
 
 def _paired(n_pairs, signal, rng):
@@ -122,7 +124,7 @@ def test_bag_of_words_marks_each_prompts_words():
 def test_states_match_the_models_own_forward():
     model = tiny_model(LLAMA, seed=2)
     tok = tiny_tokenizer(LLAMA["vocab_size"])
-    states = pp.last_token_states(model, tok, ["t5 t6 t7", "t9 t10"], progress=False)
+    states = frozen_states.last_token_states(model, tok, ["t5 t6 t7", "t9 t10"], progress=False)
     assert states.shape == (2, LLAMA["num_hidden_layers"] + 1, LLAMA["hidden_size"])
     for row, text in enumerate(["t5 t6 t7", "t9 t10"]):
         tokens = mx.array([tok.encode(text)])
@@ -266,3 +268,27 @@ def test_cli_stance_scores_the_sentence_after_each_half_and_compares_models(tmp_
     rc = pp.main(["--model", str(tmp_path / "m"), "--model", str(tmp_path / "n"), *args[:-1]])
     text = capsys.readouterr().out
     assert rc == 0 and "stance 't7 t8'" in text and f"{tmp_path / 'n'} - {tmp_path / 'm'}" in text
+
+
+def test_grade_featurizer_reads_the_states_of_each_row_alone(monkeypatch):
+    """grade.Featurizer through frozen_states.block_states on a padded batch: per row, the
+    answer-averaged stream after each feature block and the last token's after the last one,
+    equal to the row's own unpadded pass block by block."""
+    import grade
+
+    model, tok = tiny_model(LLAMA, seed=2), tiny_tokenizer(LLAMA["vocab_size"])
+    monkeypatch.setattr(grade, "FEATURE_BLOCKS", (1, 3))
+    feat = grade.Featurizer(model, tok)
+    prompts, answers = ["t5 t6 t7", "t9"], ["t20 t21", "t22 t23 t24 t25"]
+    got = feat(prompts, answers, batch=2)
+    for row, (p, a) in enumerate(zip(prompts, answers, strict=True)):
+        tokens, n_answer = feat.encode(p, a)
+        h = model.embed(mx.array([tokens]))
+        parts = []
+        for i in range(3):
+            h = model.blocks(h, range(i, i + 1))
+            if i + 1 in (1, 3):
+                parts.append(np.array(h[0, -n_answer:].mean(axis=0)))
+        parts.append(np.array(h[0, -1]))
+        want = np.concatenate([*parts, grade.text_stats(a)])
+        np.testing.assert_allclose(got[row], want, rtol=1e-4, atol=1e-5)

@@ -255,22 +255,22 @@ CASES = {
         needs=(MAIN,),
         check=run_file("reports/main/report.md"),
     ),  # fmt: skip
-    "uv run python train.py --config recipes/values_sft_grpo2.json": Case(
+    "uv run python train.py --config recipes/attempts/values_sft_grpo2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe2", check=metrics_lines("recipe2", 1)
     ),
     "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
         check=out_has("control: pushback", "smollm2-135m")
     ),
-    "uv run python category_probe.py --model smollm2-135m --test data/eval.jsonl "
+    "uv run python -m experiments.category_probe --model smollm2-135m --test data/eval.jsonl "
     "--test data/eval_external.jsonl": Case(
         add="--limit 12", check=out_has("false_premise vs control", "bag of words")
     ),
-    "uv run python gate_eval.py --model smollm2-135m --gate "
+    "uv run python -m experiments.gate_eval --model smollm2-135m --gate "
     '"nonsense=This question does not make sense." --prompts data/eval.jsonl '
     "--prompts data/eval_external.jsonl": Case(
         add="--limit 8", check=out_has("gate nonsense", "greedy_first / opens", "AUROC")
     ),
-    "uv run python premise_probe.py --model smollm2-135m": Case(
+    "uv run python -m experiments.premise_probe --model smollm2-135m": Case(
         add="--limit 20", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
     ),
     "uv run python train.py --config recipes/values_smollm2.json": Case(

@@ -553,9 +553,10 @@ def test_stance_curiosity_penalty_costs_a_dispute_on_a_curiosity_prompt_only(tmp
 
 
 def test_the_stance_gate_recipe_pays_the_opening_by_category():
-    """recipes/values_sft_grpo16_reward.yaml's gate (attempt 22): +2 x opening with the sentence
-    on a false premise, -2 on a control, 0 on nonsense, curiosity, or without the opening."""
-    comps = rewards.load_reward_config("recipes/values_sft_grpo16_reward.yaml")
+    """recipes/attempts/values_sft_grpo16_reward.yaml's gate (attempt 22): +2 x opening with the
+    sentence on a false premise, -2 on a control, 0 on nonsense, curiosity, or without the
+    opening."""
+    comps = rewards.load_reward_config("recipes/attempts/values_sft_grpo16_reward.yaml")
     (gate,) = [c for c in comps if c.name == "fn"]
     assert gate.weight == 2.0 and gate.categories is None
     fn = rewards.REWARDS["fn"].build(None, **gate.args)
@@ -573,7 +574,7 @@ def test_the_stance_gate_recipe_pays_the_opening_by_category():
 
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-RECIPE_REWARDS = sorted(str(p) for p in RECIPES.glob("*_reward.yaml"))
+RECIPE_REWARDS = sorted(str(p) for p in RECIPES.rglob("*_reward.yaml"))  # attempts/ too
 assert len(RECIPE_REWARDS) >= 13, f"found only {RECIPE_REWARDS} under {RECIPES}"
 
 

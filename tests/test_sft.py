@@ -22,12 +22,11 @@ from mlx.utils import tree_flatten
 import checkpoint
 import forced
 import lora
-import opener_gate
 import precision
 import prompts
 import sft
-import stance_pairs
 import train
+from experiments import opener_gate, stance_pairs
 from load_weights import load, resolve
 from prompts import load_prompts, load_sft
 
@@ -459,16 +458,23 @@ def _stance_files(tmp_path, n=20):
     return _write(tmp_path / "pairs.jsonl", pairs), _write(tmp_path / "sft_pairs.jsonl", records)
 
 
-def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp_path, base_dir):
+def _stance_run(tmp_path, base_dir, run_name="r", **kw):
+    """A built SFT run with the stance contrast on _stance_files."""
     pairs, data = _stance_files(tmp_path)
-    cfg = _cfg(tmp_path, base_dir, stance_pairs=str(pairs), stance_text="t7 t8", stance_batch=4)
-    cfg = dataclasses.replace(cfg, data=str(data))
-    run = sft.build(cfg)
+    cfg = _cfg(tmp_path, base_dir, data=str(data), run_name=run_name)
+    stance = stance_pairs.StanceConfig(**({"stance_pairs": str(pairs), "stance_text": "t7 t8",
+                                           "stance_batch": 4} | kw))  # fmt: skip
+    return sft.build(cfg, stance_pairs.StanceContrast(stance, cfg)), cfg, stance
+
+
+def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp_path, base_dir):
+    run, cfg, stance = _stance_run(tmp_path, base_dir)
+    data = cfg.data
     c = run.counts
     assert c["stance_train_pairs"] + c["stance_held_pairs"] == 20 and c["stance_held_pairs"] >= 4
     assert c["records_dropped_on_held_pairs"] == c["stance_held_pairs"]  # one record each
     train_pairs, held = stance_pairs.stance_split(
-        cfg.stance_pairs, cfg.stance_folds, cfg.stance_holdout, cfg.seed
+        stance.stance_pairs, stance.stance_folds, stance.stance_holdout, cfg.seed
     )
     held_text = {r["prompt"] for p in held for r in p}
     assert not held_text & {r["prompt"] for p in train_pairs for r in p}
@@ -477,7 +483,7 @@ def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp
     assert all(r["answer"].startswith("t7 t8 ") == (r["category"] == "false_premise") for r in kept)
 
     def train_margin():
-        loss, m = stance_pairs.stance_contrast(run.model, run.stance, 0, 1.0)
+        loss, m = stance_pairs.stance_contrast(run.model, run.extra.rows, 0, 1.0)
         return float(np.mean(np.array(m)))
 
     before = train_margin()
@@ -494,11 +500,13 @@ def test_stance_run_holds_out_a_fold_opens_corrections_and_widens_the_margin(tmp
         ({"stance_holdout": 4}, "held-out fold in 0..folds-1"),
         ({"stance_text": " "}, "stance_text is empty"),
         ({"stance_weight": 0.0}, "must be > 0"),
+        ({"stance_pairs": " "}, "stance_pairs is empty"),
+        ({"stance_batch": 0}, "must be >= 1"),
     ],
 )
-def test_bad_stance_settings_are_refused(tmp_path, base_dir, kw, words):
+def test_bad_stance_settings_are_refused(kw, words):
     with pytest.raises(ValueError, match=words):
-        _cfg(tmp_path, base_dir, stance_pairs="p.jsonl", **kw)
+        stance_pairs.StanceConfig(**({"stance_pairs": "p.jsonl"} | kw))
 
 
 # The opener gate (--gate): a sentence's probability trained as a category classifier
@@ -629,21 +637,32 @@ def test_gate_split_keeps_twins_with_their_claim_and_the_sft_validation_out():
     assert 0.2 < len(val_p) / 72 < 0.35
 
 
-def test_gate_run_learns_the_decision_and_reports_it(tmp_path, base_dir, capsys):
+def _gate_run(tmp_path, base_dir, run_name="r", **kw):
+    """A built SFT run with the opener gate on _gate_prompts."""
     prompts = _gate_prompts(tmp_path)
-    cfg = _cfg(tmp_path, base_dir, gate="nonsense=t7", gate_prompts=str(prompts), gate_batch=12)
-    run = sft.build(cfg)
+    cfg = _cfg(tmp_path, base_dir, run_name=run_name)
+    gate = opener_gate.GateConfig(**({"gate_prompts": str(prompts), "gate_batch": 12} | kw))
+    return sft.build(cfg, opener_gate.OpenerGate(gate, cfg)), cfg, gate
+
+
+def _gate_val(run) -> dict:
+    return sft.validate_extra(run)[0]
+
+
+def test_gate_run_learns_the_decision_and_reports_it(tmp_path, base_dir, capsys):
+    run, cfg, gate = _gate_run(tmp_path, base_dir, gate="nonsense=t7")
     assert run.counts["gate_train_prompts"] + run.counts["gate_val_prompts"] == 72
-    opened = [r for r in opener_gate.gate_records(sft.load_data([cfg.data]), cfg.gate_list())]
+    opened = [r for r in opener_gate.gate_records(sft.load_data([cfg.data]), gate.gate_list())]
     assert all(r["answer"].startswith("t7 ") == (r["category"] == "nonsense") for r in opened)
-    before = sft.gate_val_figures(run)["nonsense"]
+    before = _gate_val(run)["nonsense"]
     for step in range(20):
         out = sft.train_step(run, np.arange(step % 2 * 4, step % 2 * 4 + 4), step)
     assert {"gate_loss", "gate_accuracy", "sft_loss"} <= set(out)
-    after = sft.gate_val_figures(run)["nonsense"]
+    after = _gate_val(run)["nonsense"]
     assert after["auroc"] > max(before["auroc"], 0.85), (before, after)
     assert after["opens"]["nonsense"] >= 0.5 and after["opens"]["control"] == 0, after
-    summary = sft.fit(sft.build(dataclasses.replace(cfg, run_name="r2", steps=2)))
+    cfg = dataclasses.replace(cfg, run_name="r2", steps=2)
+    summary = sft.fit(sft.build(cfg, opener_gate.OpenerGate(gate, cfg)))
     assert summary["gate"]["gates"] == [{"category": "nonsense", "sentence": "t7"}]
     assert set(summary["gate"]["val_step_0"]["nonsense"]["opens"]) == {
         "nonsense", "false_premise", "control"
@@ -668,14 +687,11 @@ def test_the_greedy_term_refuses_gates_that_share_a_first_token(smollm):
 
 
 def test_the_greedy_term_moves_greedy_s_own_decision(tmp_path, base_dir):
-    prompts = _gate_prompts(tmp_path)
-    cfg = _cfg(tmp_path, base_dir, gate="nonsense=t7 t9", gate_prompts=str(prompts),
-               gate_batch=12, gate_margin=1.0)  # fmt: skip
-    run = sft.build(cfg)
-    before = sft.gate_val_figures(run)["nonsense"]["greedy_first"]
+    run, _, _ = _gate_run(tmp_path, base_dir, gate="nonsense=t7 t9", gate_margin=1.0)
+    before = _gate_val(run)["nonsense"]["greedy_first"]
     for step in range(20):
         sft.train_step(run, np.arange(step % 2 * 4, step % 2 * 4 + 4), step)
-    after = sft.gate_val_figures(run)["nonsense"]["greedy_first"]
+    after = _gate_val(run)["nonsense"]["greedy_first"]
     assert before["nonsense"] == 0 and after["nonsense"] >= 0.8, (before, after)
     assert after["control"] == 0 and after["false_premise"] == 0, after
 
@@ -684,7 +700,7 @@ def test_the_greedy_term_moves_greedy_s_own_decision(tmp_path, base_dir):
     "kw,words",
     [
         ({"gate": "nonsense"}, "write category=sentence"),
-        ({"gate": "nonsense=a.", "stance_pairs": "p.jsonl"}, "use one"),
+        ({"gate": ""}, "names no category=sentence"),
         ({"gate": "nonsense=a.", "gate_weight": 0.0}, "must be > 0"),
         ({"gate": "nonsense=a.", "gate_margin": -1.0}, ">= 0"),
         ({"gate": "nonsense=a.", "gate_neg_weight": 0.0}, "gate_neg_weight=0.0"),
@@ -692,9 +708,9 @@ def test_the_greedy_term_moves_greedy_s_own_decision(tmp_path, base_dir):
         ({"gate": "nonsense=a.", "gate_batch": 0}, "must be >= 1"),
     ],
 )
-def test_bad_gate_settings_are_refused(tmp_path, base_dir, kw, words):
+def test_bad_gate_settings_are_refused(kw, words):
     with pytest.raises(ValueError, match=words):
-        _cfg(tmp_path, base_dir, **kw)
+        opener_gate.GateConfig(**kw)
 
 
 @pytest.mark.slow
@@ -702,6 +718,74 @@ def test_a_gate_sentence_the_answers_do_not_begin_with_is_refused(smollm):
     tok = smollm.tokenizer
     recs = [{"id": "a", "category": "nonsense", "answer": "There is no such thing."}]
     with pytest.raises(sft.DataError, match="does not begin with the tokens"):
-        sft.check_openers(tok, recs, [("nonsense", "The")])  # "There" is one token
-    sft.check_openers(tok, [recs[0] | {"answer": "The. There"}], [("nonsense", "The.")])
-    sft.check_openers(tok, recs, [("control", "The")])  # another category: not checked
+        opener_gate.check_openers(tok, recs, [("nonsense", "The")])  # "There" is one token
+    opener_gate.check_openers(tok, [recs[0] | {"answer": "The. There"}], [("nonsense", "The.")])
+    opener_gate.check_openers(tok, recs, [("control", "The")])  # another category: not checked
+
+
+# The extra-loss hook: the experiments plug into SFT from their own modules
+
+
+# Computed by the code before the hook (sft.py with --gate / --stance-pairs as its own flags,
+# commit c79791b) on the runs below: (loss, SFT loss, the extra term's figure) of steps 0 and 1,
+# so the second row checks the first update too.
+OLD_GATE_STEPS = [
+    (8.158661842346191, 5.803982734680176, 3.3638272285461426, 0.75),
+    (8.195244789123535, 5.5006022453308105, 3.849489688873291, 0.6666666666666666),
+]
+OLD_STANCE_STEPS = [
+    (6.21193790435791, 4.977030277252197, -1.133124589920044, 0.0),
+    (7.706561088562012, 6.2589006423950195, -1.3096683025360107, 0.0),
+]
+
+
+def test_gate_and_stance_runs_compute_the_losses_they_did_inside_sft(tmp_path, base_dir):
+    run, _, _ = _gate_run(tmp_path, base_dir, gate="nonsense=t7 t9", gate_margin=0.5,
+                          gate_neg_weight=2.0, gate_weight=0.7)  # fmt: skip
+    assert (run.counts["gate_train_prompts"], run.counts["gate_val_prompts"]) == (54, 18)
+    for step, want in enumerate(OLD_GATE_STEPS):
+        out = sft.train_step(run, np.arange(step * 4, step * 4 + 4), step)
+        got = (out["loss"], out["sft_loss"], out["gate_loss"], out["gate_accuracy"])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    fig = _gate_val(run)["nonsense"]
+    assert fig["auroc"] == pytest.approx(0.8194444444444444)
+    assert fig["greedy_first"]["nonsense"] == pytest.approx(2 / 3)
+    run, _, _ = _stance_run(tmp_path, base_dir, run_name="s", stance_beta=2.0, stance_weight=0.5)
+    assert run.counts["stance_train_pairs"] == 15 and run.counts["stance_held_pairs"] == 5
+    for step, want in enumerate(OLD_STANCE_STEPS):
+        out = sft.train_step(run, np.arange(step * 4, step * 4 + 4), step)
+        got = (out["loss"], out["sft_loss"], out["stance_margin"], out["stance_accuracy"])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_the_experiment_commands_take_sft_flags_and_save_their_own(tmp_path, base_dir, capsys):
+    prompts = _gate_prompts(tmp_path)
+    data = _write(tmp_path / "sft.jsonl", _records())
+    args = ["--model", str(base_dir), "--data", str(data), "--out-dir", str(tmp_path / "runs"),
+            "--lora-rank", "4", "--batch-size", "4", "--steps", "2", "--val-fraction", "0.25",
+            "--json"]  # fmt: skip
+    gate = ["--gate", "nonsense=t7", "--gate-prompts", str(prompts), "--gate-batch", "8"]
+    assert opener_gate.main([*args, "--run-name", "g", *gate]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["gate"]["gates"] == [{"category": "nonsense", "sentence": "t7"}]
+    saved = json.loads((tmp_path / "runs/g/config.json").read_text())
+    assert saved["gate"] == "nonsense=t7" and saved["gate_batch"] == 8 and saved["steps"] == 2
+    ckpt = checkpoint.latest(tmp_path / "runs/g")
+    assert json.loads((ckpt / "train_config.json").read_text()) == saved
+    pairs, _ = _stance_files(tmp_path)
+    assert stance_pairs.main([*args, "--run-name", "s", "--stance-pairs", str(pairs)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["counts"]["stance_train_pairs"] + len(summary["stance_held_pairs"]) == 20
+    assert opener_gate.main([*args, "--run-name", "x", "--gate", "bogus"]) == 2
+    assert "write category=sentence" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flag, command",
+    [("--gate", "-m experiments.opener_gate"), ("--gate-margin=1", "-m experiments.opener_gate"),
+     ("--stance-pairs", "-m experiments.stance_pairs")],
+)  # fmt: skip
+def test_sft_names_the_command_an_experiment_flag_moved_to(flag, command, capsys):
+    assert sft.main([flag, "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and command in err, err
