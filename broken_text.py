@@ -7,7 +7,7 @@ appends its last sentence again and again (a loop), `filler` wraps it in content
 sentences (padding). `broken_pairs` turns preference pairs into (intact better answer, its
 broken variant) pairs. Two styles keep training and measurement apart: `train` (random cut
 points, 2-4 repeats, one filler list) makes negatives for train_rm.py; `probe` (cut at half,
-3 repeats, another filler list) makes the held-out probes bench_judge.py measures. Text in,
+3 repeats, another filler list) makes the held-out probes bench/judge.py measures. Text in,
 text out: no model here.
 """
 

@@ -267,7 +267,7 @@ def concat_samples(parts: list[dict], pad_id: int, group_size: int, temperature:
 
 def free_local_port(n: int) -> int:
     """A port p with p .. p + n - 1 free on 127.0.0.1, for `mlx.launch -n n --starting-port p`
-    (the ring backend listens on p + rank); used by the tests and bench_distributed.py."""
+    (the ring backend listens on p + rank); used by the tests and bench/distributed.py."""
     rng = np.random.default_rng()
     for _ in range(200):
         p = int(rng.integers(20000, 60000))

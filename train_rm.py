@@ -5,7 +5,7 @@ With --labels instead of --pairs it trains the same head as a classifier of labe
 
 Reads a pairs file (prompts.load_pairs: id, criterion, category, prompt, better, worse, and a
 split); trains on the `train` split only, measures pairwise accuracy and loss on `val` every
---eval-every steps, and never reads `test` (bench_judge.py reports it). Each step takes
+--eval-every steps, and never reads `test` (bench/judge.py reports it). Each step takes
 --batch-pairs pairs, runs better and worse answers in one left-padded batch, and minimizes
 -log sigmoid(r_better - r_worse - margin) with AdamW (linear warm-up, cosine decay). Batches
 group pairs of similar length (less padding), in a seeded order. The best validation step's

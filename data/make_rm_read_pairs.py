@@ -10,12 +10,12 @@ premise, a flag over answering nonsense, a plain answer over needless pushback o
     data/grader/policy_answers*.jsonl, flag_answers*.jsonl   (+ their *_labels*.jsonl)
 
 A prompt that is an evaluation prompt (data/eval.jsonl, data/eval_external.jsonl) stops the build:
-the eval read sets measure the result (bench_judge.py --stance-probes) and never train. A prompt's
-split is a hash of its normalized text (a fifth `val`, the rest `train`; no `test`: the held-out
-figure is the stance probe on eval read sets). One prompt gives at most --per-prompt pairs (drawn
-seeded), so a group of eight answers does not outweigh the rest. Writes data/rm_read_pairs.jsonl
-(prompts.load_pairs format, `source` "policy_reads"; --out names the folder), byte-identical on
-every run; train with
+the eval read sets measure the result (python -m bench.judge --stance-probes) and never train. A
+prompt's split is a hash of its normalized text (a fifth `val`, the rest `train`; no `test`: the
+held-out figure is the stance probe on eval read sets). One prompt gives at most --per-prompt pairs
+(drawn seeded), so a group of eight answers does not outweigh the rest. Writes
+data/rm_read_pairs.jsonl (prompts.load_pairs format, `source` "policy_reads"; --out names the
+folder), byte-identical on every run; train with
 
     uv run python train_rm.py --extra-pairs data/rm_read_pairs.jsonl ...
 

@@ -1,4 +1,4 @@
-"""bench_judge.py's bookkeeping on hand-made pairs and scores: credit, groupings, the length-trap
+"""bench/judge.py's bookkeeping on hand-made pairs and scores: credit, groupings, the length-trap
 subset, length correlation, echo checks, and a constant reward failing loudly."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-import bench_judge as B
 import rewards
+from bench import judge as B
 
 
 def pair(i, better, worse, category="control", kind="k", source="s", criterion="scrutiny"):

@@ -10,6 +10,7 @@ evaluate.py on a broken checkpoint.
 """
 
 import ast
+import importlib
 import json
 import math
 import re
@@ -38,14 +39,14 @@ GATE = "nonsense=This question does not make sense."
 # name -> (argv with a missing input file or None, argv with a bad flag value,
 #          (argv with a malformed JSONL file, the file line 1 is copied from) or None)
 ENTRY_POINTS = {
-    "bench_distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
-    "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
+    "bench.distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
+    "bench.judge": (["--pairs", MISSING], ["--reward", "joy"],
                     (["--pairs", BAD], "data/rm_pairs.jsonl")),
-    "bench_logprobs": (None, ["--trials", "2"], None),
-    "bench_precision": (None, ["--steps", "0"], None),
+    "bench.logprobs": (None, ["--trials", "2"], None),
+    "bench.precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
-    "bench_train": (["--config", MISSING], ["--steps", "1"], None),
-    "bench_cpu_native": (None, ["gpu"], None),
+    "bench.train": (["--config", MISSING], ["--steps", "1"], None),
+    "bench.cpu_native": (None, ["gpu"], None),
     "export": (["--model", MISSING, "--out", OUT], ["--model", "smollm2-135m", "--out", OUT,
                                                     "--q-bits", "3"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
@@ -70,7 +71,7 @@ ENTRY_POINTS = {
     "grade": (["--answers", MISSING], ["--answers", "data/gold/answers.jsonl", "--grader", OUT],
               (["--answers", BAD], "data/gold/answers.jsonl")),
     "gwen": (["--model", MISSING, "--prompt", "hi"], ["--prompt", "hi", "--top-p", "0"], None),
-    "mutation_check": (None, ["--only", "nope"], None),
+    "bench.mutation_check": (None, ["--only", "nope"], None),
     "category_probe": (["--model", "smollm2-135m", "--test", MISSING],
                        ["--model", "smollm2-135m", "--test", "data/eval.jsonl",
                         "--control-level", "2"],
@@ -106,9 +107,20 @@ ENTRY_POINTS = {
 RUN_FOLDER = {"runs"}  # BAD is a run folder holding the bad metrics.jsonl
 
 
+def source(name: str) -> Path:
+    """The file of a module by its dotted name (`bench.judge` -> bench/judge.py)."""
+    return ROOT / (name.replace(".", "/") + ".py")
+
+
 def entry_points() -> list[str]:
+    """Every module with a `__main__` block: the commands at the top and the packages' modules
+    (run as `python -m package.module`), by dotted name; data/'s builders are BUILDERS."""
+    packages = [d for d in ROOT.iterdir() if (d / "__init__.py").exists() and d.name != "data"]
+    paths = [*ROOT.glob("*.py"), *(p for d in packages for p in d.glob("*.py"))]
     return sorted(
-        p.stem for p in ROOT.glob("*.py") if 'if __name__ == "__main__":' in p.read_text()
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in paths
+        if 'if __name__ == "__main__":' in p.read_text()
     )
 
 
@@ -118,7 +130,7 @@ def test_every_entry_point_has_cases():
 
 def call(name: str, argv: list[str], capsys) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of `main(argv)` in this process; argparse's exits too."""
-    module = __import__(name)
+    module = importlib.import_module(name)
     try:
         code = module.main(argv)
     except SystemExit as e:
@@ -153,9 +165,9 @@ def test_help_exits_0(name, capsys):
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_main_is_wrapped_and_its_status_is_the_exit_status(name):
-    module = __import__(name)
+    module = importlib.import_module(name)
     assert module.main.__code__ is errors.cli(len).__code__, f"{name}.main lacks @errors.cli"
-    tail = (ROOT / f"{name}.py").read_text().split('if __name__ == "__main__":')[1]
+    tail = source(name).read_text().split('if __name__ == "__main__":')[1]
     assert tail.strip() in ("sys.exit(main())", "raise SystemExit(main())"), tail
 
 
@@ -426,7 +438,7 @@ def test_print_result_is_strict_json_or_aligned_lines(capsys):
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_json_on_stdout_goes_through_strict_json(name):
     """What a command prints as JSON is strict (strict_json.dumps: null, never a bare NaN)."""
-    tree = ast.parse((ROOT / f"{name}.py").read_text())
+    tree = ast.parse(source(name).read_text())
     plain = [
         node.lineno
         for node in ast.walk(tree)
@@ -478,9 +490,9 @@ def test_evaluate_on_a_broken_checkpoint_is_one_error_line(damage, checkpoint, t
 MODEL = "MODEL"  # replaced by the broken checkpoint folder
 # entry point -> argv taking a model folder (evaluate: above); each loads it before other work
 MODEL_ENTRY_POINTS = {
-    "bench_judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
+    "bench.judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
     "bench_rollout": ["--model", MODEL, "--trials", "1", "--skip-mlx-lm"],
-    "bench_train": ["--model", MODEL, "--steps", "2"],
+    "bench.train": ["--model", MODEL, "--steps", "2"],
     "chat": ["--model", MODEL, "--port", PORT],
     "eval_routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
     "eval_task": ["--model", MODEL, "--limit", "1", "--max-new-tokens", "2"],

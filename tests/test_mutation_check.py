@@ -1,9 +1,9 @@
-"""mutation_check.py: every planted bug still applies to today's code, and the machinery sees a
-caught mutation as caught (one end to end). The full run is recorded in knowledge/grpo.md."""
+"""bench/mutation_check.py: every planted bug still applies to today's code, and the machinery sees
+a caught mutation as caught (one end to end). The full run is recorded in knowledge/grpo.md."""
 
 import pytest
 
-import mutation_check as mc
+from bench import mutation_check as mc
 
 
 @pytest.mark.parametrize("m", mc.MUTATIONS, ids=lambda m: m.name)

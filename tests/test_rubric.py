@@ -13,7 +13,7 @@ import pytest
 from helpers import QWEN3, tiny_model, tiny_tokenizer
 
 import rubric
-from bench_judge import MemoryCeiling
+from bench.judge import MemoryCeiling
 from gwen import Gwen
 from rubric import (
     DEFAULT_CRITERIA,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-import bench_judge
 import stance_probes
+from bench import judge as bench_judge
 from prompts import DataError
 
 

@@ -19,9 +19,9 @@ then measured without it). `reference_s` is the shared frozen trunk plus the ref
 log-probs, a part of `update_s`. Peers measured on the same machine are recorded in
 knowledge/benchmarks.md (TRL GRPOTrainer, mlx-lm-lora); they cannot run offline here. Under
 `mlx.launch -n N` the ranks split the same global batch and rank 0 reports
-(bench_distributed.py runs both and prints the ratio).
+(bench/distributed.py runs both and prints the ratio).
 
-  uv run python bench_train.py --config recipes/values_smollm2.json --ab --json
+  uv run python -m bench.train --config recipes/values_smollm2.json --ab --json
 """
 
 import argparse

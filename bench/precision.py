@@ -9,7 +9,7 @@ memory of a step (weights, gradients, optimizer state and activations) and the t
 It is no speed benchmark on CPU (half-precision matmul has no BLAS path there) and no test: the
 figures are recorded in knowledge/precision.md.
 
-  uv run python bench_precision.py          # ~1M parameters, 40 steps per arm
+  uv run python -m bench.precision          # ~1M parameters, 40 steps per arm
 """
 
 import argparse

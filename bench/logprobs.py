@@ -6,8 +6,8 @@ trial; it includes the inputs, so both sides carry the same weight and hidden st
 SmolLM2 head (V=49152, D=576) at 64x256 rows, and a Qwen3-vocabulary head (V=151936, D=1024) at
 fewer rows. Not a model benchmark: random inputs, no transformer.
 
-    uv run python bench_logprobs.py            # table
-    uv run python bench_logprobs.py --json     # one JSON object (main case fwd+bwd at top level)
+    uv run python -m bench.logprobs            # table
+    uv run python -m bench.logprobs --json     # one JSON object (main case fwd+bwd at top level)
 """
 
 import argparse

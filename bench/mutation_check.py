@@ -8,8 +8,8 @@ folder, the one replacement is made, and pytest runs those files there; the muta
 when pytest fails. A mutation that survives means the suite cannot fail for that bug. `--full`
 runs the whole suite per mutation instead of the guarding files (minutes each on 2 cores).
 
-  uv run python mutation_check.py            # every mutation, a table; exit 1 if one survives
-  uv run python mutation_check.py --only kl_sign_flipped --json
+  uv run python -m bench.mutation_check            # every mutation, a table; exit 1 if one survives
+  uv run python -m bench.mutation_check --only kl_sign_flipped --json
 
 Not a general mutation-testing tool (no generated mutants): a short list of bugs that matter.
 Results and the command: knowledge/grpo.md, "Mutation checks".
@@ -27,7 +27,7 @@ from pathlib import Path
 import errors
 import strict_json
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def apply(mutation: Mutation, tree: Path) -> None:
     if count != 1:
         raise ValueError(
             f"mutation {mutation.name}: {mutation.old!r} occurs {count} times in {mutation.path} "
-            "(expected once): update the mutation in mutation_check.py to the current code"
+            "(expected once): update the mutation in bench/mutation_check.py to the current code"
         )
     path.write_text(text.replace(mutation.old, mutation.new))
 

@@ -1,6 +1,6 @@
-"""Distributed step benchmark: bench_train.py's GRPO step in one process and on N local ranks.
+"""Distributed step benchmark: bench/train.py's GRPO step in one process and on N local ranks.
 
-Runs `bench_train.py --json` twice on the same global batch (B prompts x G samples x exactly
+Runs `python -m bench.train --json` twice on the same global batch (B prompts x G samples x exactly
 --max-new-tokens new tokens): once as a plain process, once under `mlx.launch -n N` (ring backend,
 127.0.0.1), and times one all_sum of a gradient the size of the model's trainable parameters on
 the N ranks (distributed.sum_gradients, the collective every step makes). Prints both step
@@ -8,7 +8,7 @@ times, the split into rollout / reward / update, the ratio, and the all_sum's ti
 bandwidth. On a machine with fewer cores than ranks x BLAS threads this measures overhead, not
 speed-up (knowledge/distributed.md). Results are recorded in knowledge/benchmarks.md.
 
-  uv run python bench_distributed.py --model smollm2-135m --ranks 2
+  uv run python -m bench.distributed --model smollm2-135m --ranks 2
 """
 
 import argparse
@@ -31,7 +31,7 @@ import flags
 import strict_json
 from load_weights import load, resolve
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def launcher(ranks: int) -> list[str]:
@@ -114,7 +114,7 @@ def main(argv=None) -> None:
             f"--prompts-per-step {a.prompts_per_step} must be a multiple of --ranks {a.ranks}"
         )
     resolve(a.model)  # a model that is not there: LoadError now, not from the first run
-    bench = [sys.executable, str(ROOT / "bench_train.py"), "--json", "--model", a.model]
+    bench = [sys.executable, "-m", "bench.train", "--json", "--model", a.model]  # cwd: ROOT
     bench += ["--reward", a.reward, "--prompts-per-step", str(a.prompts_per_step)]
     bench += ["--group-size", str(a.group_size)]
     bench += ["--max-new-tokens", str(a.max_new_tokens), "--steps", str(a.steps)]
@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     print(f"{a.ranks} ranks: {strict_json.dumps(many)}", file=sys.stderr, flush=True)
     comm = json_run(
         launcher(a.ranks)
-        + [sys.executable, str(ROOT / "bench_distributed.py"), "--allsum-worker"]
+        + [sys.executable, "-m", "bench.distributed", "--allsum-worker"]
         + ["--model", a.model, "--trials", str(a.trials)]
     )
     keys = ("median_step_s", "rollout_s", "reward_s", "update_s", "cpu_s", "peak_mb", "rss_mb")
