@@ -14,7 +14,7 @@ text out: no model here.
 import random
 import re
 
-from diversity import word_count
+from core.diversity import word_count
 
 KINDS = ("cut", "shuffled", "repeat", "filler")
 STYLES = ("train", "probe")

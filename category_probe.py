@@ -21,18 +21,17 @@ apart on the eval").
 import argparse
 import sys
 
-import backend
+from core import backend
 
 # isort: split
+from core import errors, stats, strict_json
+from core.prompts import CATEGORIES, claim_key, load_prompts
+
 import mlx.core as mx
 import numpy as np
 
-import errors
-import stats
-import strict_json
 from load_weights import load
 from premise_probe import bag_of_words, last_token_states, ridge_fit
-from prompts import CATEGORIES, claim_key, load_prompts
 
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
 DEFAULT_TRAIN = "data/prompts.jsonl,data/twins_v2.jsonl"

@@ -24,15 +24,13 @@ import sys
 import threading
 from dataclasses import dataclass
 
-import backend
+from core import backend, errors, flags
+from core.prompts import CATEGORIES
 
-import errors
-import flags
 import rewards
 import tasks
 from gwen import Gwen
 from load_weights import MODEL_HELP, ModelSource, resolve
-from prompts import CATEGORIES
 from reference import starting_judge
 
 DEFAULT_MODEL = "smollm2-135m"

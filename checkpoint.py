@@ -18,14 +18,15 @@ import signal
 import sys
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    precision,
+)
+from core import lora as lora_mod
+from core.atomic import atomic_folder, atomic_write
 
 import mlx.core as mx
 from mlx.utils import tree_flatten, tree_unflatten
-
-import lora as lora_mod
-import precision
-from atomic import atomic_folder, atomic_write
 
 
 def _write_weights(out: Path, model, tokenizer, lora_cfg: dict | None) -> None:

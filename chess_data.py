@@ -20,12 +20,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import errors, strict_json
+from core.prompts import write_jsonl
+
 import chess
 import chess.engine
 from tqdm import tqdm
 
-import errors
-import strict_json
 from chess_task import (
     HISTORY_PLIES,
     MATE_PAWNS,
@@ -37,7 +38,6 @@ from chess_task import (
     make_arbiter_record,
     make_policy_record,
 )
-from prompts import write_jsonl
 
 CP_CLIP_PAWNS = 50.0  # centipawn evals are clipped here, so any |eval| > 50 is a mate
 DEFAULT_DEPTH = 12

@@ -16,9 +16,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import chess
+from core.prompts import data_error, read_jsonl
 
-from prompts import data_error, read_jsonl
+import chess
 
 TASKS = ("P", "A")
 N_CANDIDATES = 5  # moves Stockfish lists per P: position (fewer where fewer are legal)

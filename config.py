@@ -15,16 +15,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend
+from core import backend, flags
+from core.errors import UserError
+from core.prompts import CATEGORIES
 
-import flags
 import grpo
 import hacks
 import rewards
 import tasks
-from errors import UserError
 from load_weights import MODEL_HELP
-from prompts import CATEGORIES
 
 _f = flags.option
 

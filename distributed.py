@@ -19,15 +19,16 @@ import pickle
 import socket
 from collections.abc import Callable
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core.errors import UserError
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
-from errors import UserError
 from gwen import GroupSample
 from rewards import Scores
 

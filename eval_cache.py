@@ -8,7 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from atomic import atomic_write
+from core.atomic import atomic_write
+
 from load_weights import resolve
 
 

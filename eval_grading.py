@@ -13,15 +13,16 @@ import inspect
 import json
 from pathlib import Path
 
+from core import stats
+from core.prompts import DataError, file_sha256, load_pushback_labels, select_split
+
 import numpy as np
 
 import gold
 import reward_model
 import rewards
-import stats
 from eval_cache import Cache, model_fingerprint
 from grade import gold_lines
-from prompts import DataError, file_sha256, load_pushback_labels, select_split
 
 
 class PushbackClassifier:

@@ -5,9 +5,10 @@ What it is not: evaluate.py, the command that puts models side by side with the 
 and a report. The hook is small and imports no grader, so a training run does not load one.
 """
 
+from core.prompts import eval_subset
+
 import numpy as np
 
-from prompts import eval_subset
 from rewards import category_means, pushes_back
 
 

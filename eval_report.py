@@ -10,10 +10,11 @@ it computes nothing about models.
 
 from pathlib import Path
 
+from core.stats import cell
+
 import numpy as np
 
 from eval_grading import grader_notes
-from stats import cell
 
 CHART_METRICS = (
     "pushback_rate",

@@ -20,20 +20,15 @@ import contextlib
 import sys
 from pathlib import Path
 
-import backend
+from core import backend, diversity, errors, flags, lora, strict_json
+from core.prompts import EVAL_PROMPTS, eval_subset, load_prompts
 
 import numpy as np
 
-import diversity
-import errors
-import flags
 import hacks
-import lora
 import rewards
-import strict_json
 from gwen import Gwen
 from load_weights import MODEL_HELP, resolve
-from prompts import EVAL_PROMPTS, eval_subset, load_prompts
 from reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}

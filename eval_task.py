@@ -9,12 +9,9 @@ rewards, pushback, diversity, KL); this command serves rewards that need no judg
 
 import argparse
 
-import backend
+from core import backend, errors, flags, strict_json
 
-import errors
-import flags
 import rewards
-import strict_json
 import tasks
 from eval_hook import evaluate
 from gwen import Gwen

@@ -6,9 +6,9 @@ data/eval.jsonl` answers the prompts with every model (greedy, or K samples at a
 seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a
 reward model), the pushback, broken and (curiosity) engagement rates from the grader (grade.py,
 printed with its figures on the gold set), answer length, diversity and degeneracy
-(diversity.py) and the per-token KL to the base model (the first --model) on the model's own
+(core/diversity.py) and the per-token KL to the base model (the first --model) on the model's own
 answers; each with n and a 95% interval and, for later models, the paired difference from the
-base (stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
+base (core/stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
 `--report DIR` writes Markdown with charts (eval_report.py), `--json` prints one object.
 `evaluate()` is the in-training hook (train.py). No training here.
 """
@@ -20,20 +20,24 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import backend
+from core import backend, diversity, errors, flags, kernels, stats, strict_json
+from core.prompts import (
+    CATEGORIES,
+    EVAL_NOTES,
+    DataError,
+    eval_subset,
+    file_sha256,
+    load_notes,
+    load_prompts,
+    write_jsonl,
+)
 
 import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import diversity
-import errors
 import eval_report
-import flags
-import kernels
 import rewards
-import stats
-import strict_json
 import tasks
 from eval_cache import Cache, model_fingerprint
 from eval_grading import (
@@ -52,16 +56,6 @@ from eval_grading import (
 from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
-from prompts import (
-    CATEGORIES,
-    EVAL_NOTES,
-    DataError,
-    eval_subset,
-    file_sha256,
-    load_notes,
-    load_prompts,
-    write_jsonl,
-)
 from reference import starting_judge
 from rewards import pushes_back
 

@@ -24,10 +24,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import strict_json
-from errors import as_user_error, cli
-from prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, file_sha256, read_jsonl
-from stats import cohen_kappa, wilson
+from core import strict_json
+from core.errors import as_user_error, cli
+from core.prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, file_sha256, read_jsonl
+from core.stats import cohen_kappa, wilson
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")

@@ -32,21 +32,9 @@ import os
 import sys
 from pathlib import Path
 
-import backend
-
-import mlx.core as mx
-import numpy as np
-from tqdm import tqdm
-
-import chat_format
-import diversity
-import gold
-import load_weights
-import reward_model
-import strict_json
-from errors import as_user_error, cli
-from gold import LABELS, grader_figures
-from prompts import (
+from core import backend, chat_format, diversity, strict_json
+from core.errors import as_user_error, cli
+from core.prompts import (
     CATEGORIES,
     EVAL_NOTES,
     DataError,
@@ -57,7 +45,16 @@ from prompts import (
     read_jsonl,
     reference_hits,
 )
-from stats import figure
+from core.stats import figure
+
+import mlx.core as mx
+import numpy as np
+from tqdm import tqdm
+
+import gold
+import load_weights
+import reward_model
+from gold import LABELS, grader_figures
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_GRADER = str(ROOT / "models" / "grader-smollm2-135m")

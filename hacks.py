@@ -19,10 +19,11 @@ import re
 import string
 from dataclasses import dataclass, field
 
+from core.diversity import ngrams, repetition_rate, words
+
 import numpy as np
 
 import rewards
-from diversity import ngrams, repetition_rate, words
 from rewards import pushes_back
 
 

@@ -12,12 +12,12 @@ term (`first_token_margins`) trains that decision itself.
 
 import math
 
+from core.forced import encode, hidden_logprob, make_batch
+from core.prompts import CATEGORIES, DataError, claim_key, load_prompts
+from core.stats import auroc
+
 import mlx.core as mx
 import numpy as np
-
-from forced import encode, hidden_logprob, make_batch
-from prompts import CATEGORIES, DataError, claim_key, load_prompts
-from stats import auroc
 
 LOG_HALF = math.log(0.5)
 

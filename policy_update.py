@@ -8,7 +8,7 @@ its gradient is weighted by its share of the full batch's loss denominator
 (grpo.micro_batch_shares), so the sum is the full-batch gradient for every loss type and every
 number of ranks (knowledge/distributed.md). A non-finite loss or gradient skips the optimizer
 step, counted in `skipped_steps`; a step that leaves a non-finite weight is rolled back, counted
-in `rolled_back_steps`; `max_failed_updates` of them in a row stop the run (precision.py).
+in `rolled_back_steps`; `max_failed_updates` of them in a row stop the run (core/precision.py).
 Under gradient routing the micro-batches are routing.py's
 instead.
 """
@@ -16,9 +16,12 @@ instead.
 import sys
 import time
 
-import backend
+from core import backend
 
 # isort: split
+from core import precision
+from core.kernels import masked_mean
+
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_map
@@ -26,10 +29,8 @@ from tqdm import tqdm
 
 import distributed
 import grpo
-import precision
 import routing
 from gwen import sequence_logprobs
-from kernels import masked_mean
 from reference import shared_trunks
 from rollout_batch import Rollout
 from run_state import Run

@@ -21,26 +21,23 @@ A result and its reading: knowledge/learning_run.md ("Does the 135M model know .
 import argparse
 import sys
 
-import backend
+from core import backend
 
 # isort: split
-import mlx.core as mx
-import numpy as np
-from tqdm import tqdm
-
-import chat_format
-import errors
-import forced
-import stats
-import strict_json
-from load_weights import load
-from prompts import (
+from core import chat_format, errors, forced, stats, strict_json
+from core.prompts import (
     claim_groups,
     fold_of_groups,
     load_prompts,
     minimal_pairs,
     prompt_words,
 )
+
+import mlx.core as mx
+import numpy as np
+from tqdm import tqdm
+
+from load_weights import load
 
 DEFAULT_PAIRS = "data/prompts.jsonl,data/twins_v2.jsonl"  # v2: no negation marks the twin
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)

@@ -23,11 +23,10 @@ import random
 import sys
 from pathlib import Path
 
-import errors
+from core import errors, stats, strict_json
+from core.prompts import CATEGORIES, DataError, data_error, read_jsonl, write_jsonl
+
 import gold
-import stats
-import strict_json
-from prompts import CATEGORIES, DataError, data_error, read_jsonl, write_jsonl
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
 KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")

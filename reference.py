@@ -10,19 +10,19 @@ judges a loaded checkpoint. It is not the KL math (kernels.kl_per_token, grpo.po
 
 import contextlib
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import lora, quant
+
 import mlx.core as mx
 
-import lora
-import quant
 from gwen import Gwen, Trunk, frozen_depth, sequence_logprobs, sequence_trunk
 from model import Model
 
 
 def frozen_copy(model: Model, quant_bits: int = 0, group_size: int = 64) -> Model:
-    """A frozen copy of `model`; with quant_bits, quantized by quant.py's one rule
+    """A frozen copy of `model`; with quant_bits, quantized by core/quant.py's one rule
     (transformer-block Linears; the embedding / LM head stays in float: log-probs read it)."""
     try:
         copy = quant.copy_model(model, quant_bits, group_size)

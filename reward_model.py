@@ -18,23 +18,21 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import chat_format, cpu_ops, lora, precision
+from core.atomic import atomic_folder
+from core.prompts import CATEGORIES, CATEGORY_NOTES
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten
 
-import chat_format
-import cpu_ops
 import load_weights
-import lora
-import precision
-from atomic import atomic_folder
 from kvcache import KVCache
 from model import Model
-from prompts import CATEGORIES, CATEGORY_NOTES
 
 CONFIG_FILE = "rm_config.json"
 WEIGHTS_FILE = "rm_weights.safetensors"

@@ -29,18 +29,20 @@ and after. The refreshed weights and the optimizer state are saved in every chec
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    diversity,
+    precision,
+)
+from core.prompts import file_sha256, load_pairs
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-import diversity
-import precision
 import reward_model
 import rm_data
-from prompts import file_sha256, load_pairs
 from rewards import STANCE_SIGN, stance_flagger
 
 REPEAT = 0.3  # share of repeated word trigrams that makes an answer broken

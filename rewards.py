@@ -28,14 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.diversity import jaccard, word_count
+from core.errors import UserError
+from core.prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
+
 import numpy as np
 
 import chess_task
 import reward_model
 import rubric
-from diversity import jaccard, word_count
-from errors import UserError
-from prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")

@@ -4,7 +4,10 @@ train_rm.py (training and validation) and reward_refresh.py (the in-run refresh 
 the same loss and the same accuracy in both, a tie counting half (stats.pair_credit).
 """
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    stats,
+)
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -12,7 +15,6 @@ import numpy as np
 
 import distributed
 import reward_model
-import stats
 
 
 def pair_batch(rm, enc: list[tuple[list[int], list[int]]]) -> tuple[mx.array, mx.array, int]:

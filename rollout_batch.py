@@ -8,7 +8,7 @@ into the loop's objects without saying so).
 
 from dataclasses import dataclass
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
 import mlx.core as mx

@@ -19,9 +19,11 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -29,7 +31,6 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
 import hacks
-import lora
 from reference import shared_trunks
 from rollout_batch import Rollout
 

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core.prompts import PairedStream, PromptStream
+
 import mlx.optimizers as optim
 
 import checkpoint
@@ -26,7 +28,6 @@ import runlog
 import tblog
 from config import TrainConfig
 from gwen import Gwen
-from prompts import PairedStream, PromptStream
 from reference import Reference
 from reward_refresh import FOLDER as REFRESH_FOLDER
 from reward_refresh import Refresher

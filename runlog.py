@@ -19,17 +19,18 @@ import sqlite3
 import threading
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core.atomic import atomic_write
+from core.run_folder import parse_line, read_metrics
+
 import mlx.core as mx
 import numpy as np
 
 import grpo
-from atomic import atomic_write
 from rewards import category_means, criterion_means
 from rollout_batch import Rollout
-from run_folder import parse_line, read_metrics
 
 COLUMNS = (
     "step",

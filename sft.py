@@ -24,7 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend
+from core import backend, errors, flags, lora, precision, strict_json
+from core.forced import encode, make_batch, token_nll
+from core.prompts import CATEGORIES, DataError, load_sft, step_indices
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -32,13 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 import checkpoint
-import errors
-import flags
-import lora
-import precision
 import runlog
-import strict_json
-from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
 from opener_gate import (
     LOG_HALF,
@@ -53,7 +49,6 @@ from opener_gate import (
     gate_split,
     parse_gates,
 )
-from prompts import CATEGORIES, DataError, load_sft, step_indices
 from stance_pairs import stance_contrast, stance_records, stance_split
 
 _f = flags.option

@@ -3,10 +3,10 @@ twin) split by claim, the SFT records that go with them, and a loss that scores 
 sentence after each half and pays only the difference (knowledge/sft.md).
 """
 
-import mlx.core as mx
+from core.forced import make_batch, row_logprob
+from core.prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs
 
-from forced import make_batch, row_logprob
-from prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs
+import mlx.core as mx
 
 
 def stance_split(files: str, folds: int, holdout: int, seed: int) -> tuple[list, list]:

@@ -21,13 +21,14 @@ trained on (the held-out eval sets) for a figure that means anything.
 
 from pathlib import Path
 
+from core import stats
+from core.prompts import DataError
+
 import numpy as np
 
 import gold
 import read_set
 import rm_data
-import stats
-from prompts import DataError
 
 PUSHBACK = ("corrects_premise", "flags_nonsense")
 ORDER = {  # category -> (wanted labels, unwanted labels)

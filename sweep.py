@@ -32,14 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import errors, run_folder, strict_json
+from core.stats import finite_mean
+
 import numpy as np
 
-import errors
 import eval_routing
-import run_folder
-import strict_json
 from config import ConfigError, TrainConfig, build_parser, resolve_config
-from stats import finite_mean
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 RESERVED = {"out_dir", "run_name"}  # the sweep decides where each run lives

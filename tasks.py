@@ -15,8 +15,9 @@ registered rewards it cannot use. It loads and checks; it does not sample, score
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.prompts import EVAL_PROMPTS, TRAIN_PROMPTS, load_prompts
+
 import chess_task
-from prompts import EVAL_PROMPTS, TRAIN_PROMPTS, load_prompts
 
 
 def load_chess_records(path) -> list[dict]:

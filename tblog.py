@@ -14,9 +14,10 @@ EventAccumulator) reads these files.
 import time
 from pathlib import Path
 
+from core.atomic import atomic_file
+
 import numpy as np
 
-from atomic import atomic_file
 from runlog import _scalar  # the conversion metrics.jsonl uses, so both logs hold equal values
 
 HIST_BINS = 30

@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import backend
+from core import backend, errors, lora, precision, quant, run_folder, strict_json
+from core.prompts import prompt_stream
 
 import mlx.core as mx
 import numpy as np
@@ -25,27 +26,20 @@ from tqdm import tqdm
 
 import checkpoint
 import distributed
-import errors
 import eval_hook
 import eval_routing
 import grpo
 import hacks
-import lora
 import policy_update
-import precision
-import quant
 import reward_refresh
 import rewards
 import routing
-import run_folder
 import runlog
-import strict_json
 import tasks
 import tblog
 from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
 from gwen import Gwen
 from load_weights import LoadError
-from prompts import prompt_stream
 from reference import Reference, default_judge, trunk_depth
 from rollout_batch import Rollout
 from run_state import Run, resume_run, save_run
@@ -120,7 +114,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         _apply_adapters(model, cfg)
     model.train()
     schedule = precision.schedule(cfg.lr, cfg.warmup_steps, start=1e-3)
-    # float32 moments, and float32 master weights under half-precision ones (precision.py)
+    # float32 moments, and float32 master weights under half-precision ones (core/precision.py)
     optimizer = precision.adamw(
         model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
     )

@@ -30,17 +30,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-import backend
+from core import backend, errors, strict_json
+from core import prompts as prompts_mod
+from core.atomic import atomic_folder, atomic_write
+from core.prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
 
 import numpy as np
 from tqdm import tqdm
 
-import errors
 import gold
-import prompts as prompts_mod
 import reward_model
-import strict_json
-from atomic import atomic_folder, atomic_write
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -54,7 +53,6 @@ from grade import (
     softmax,
     within_side,
 )
-from prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"

@@ -30,7 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend
+from core import backend, errors, flags, precision, strict_json
+from core.atomic import atomic_folder
+from core.prompts import (
+    RM_PAIRS,
+    SPLITS,
+    DataError,
+    file_sha256,
+    load_pairs,
+    load_pushback_labels,
+    select_split,
+)
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -41,25 +51,11 @@ from tqdm import tqdm
 import broken_text
 import checkpoint
 import distributed
-import errors
-import flags
-import precision
 import reward_model
 import rm_data
 import runlog
-import strict_json
 import tblog
-from atomic import atomic_folder
 from load_weights import LoadError
-from prompts import (
-    RM_PAIRS,
-    SPLITS,
-    DataError,
-    file_sha256,
-    load_pairs,
-    load_pushback_labels,
-    select_split,
-)
 
 _f = flags.option
 

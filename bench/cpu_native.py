@@ -13,16 +13,13 @@ import argparse
 import statistics
 import time
 
-import backend
+from core import backend
 
 # isort: split
+from core import cpu_native, cpu_ops, errors, strict_json
+
 import mlx.core as mx
 import mlx.nn as nn
-
-import cpu_native
-import cpu_ops
-import errors
-import strict_json
 
 EPS = 1e-5
 

@@ -19,16 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-import backend
+from core import backend, errors, flags, strict_json
 
 import mlx.core as mx
 import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
 
 import distributed
-import errors
-import flags
-import strict_json
 from load_weights import load, resolve
 
 ROOT = Path(__file__).resolve().parent.parent

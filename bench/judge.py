@@ -23,21 +23,17 @@ import sys
 import time
 from importlib.metadata import version
 
-import backend
+from core import backend, diversity, errors, stats, strict_json
+from core.prompts import RM_PAIRS, DataError, load_pairs, select_split
 
 import numpy as np
 
 import broken_text
-import diversity
-import errors
 import rewards
 import rm_data
 import stance_probes
-import stats
-import strict_json
 import tasks
 from gwen import Gwen
-from prompts import RM_PAIRS, DataError, load_pairs, select_split
 from rubric import Rubric
 
 

@@ -18,14 +18,12 @@ import statistics
 import sys
 import time
 
-import backend
+from core import backend
 
 # isort: split
-import mlx.core as mx
+from core import errors, kernels, strict_json
 
-import errors
-import kernels
-import strict_json
+import mlx.core as mx
 
 
 def _available_mb() -> float:

@@ -24,8 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import errors
-import strict_json
+from core import errors, strict_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,16 +16,13 @@ import argparse
 import sys
 import time
 
-import backend
+from core import backend, errors, precision, strict_json
 
 import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
 
-import errors
-import precision
-import strict_json
 from model import Model, ModelArgs
 
 ARMS = (

@@ -31,17 +31,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import backend
+from core import backend, errors, flags, strict_json
+from core.run_folder import read_metrics
 
 import mlx.core as mx
 
 import distributed
-import errors
-import flags
-import strict_json
 import train
 from config import resolve_config
-from run_folder import read_metrics
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {

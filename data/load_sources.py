@@ -17,9 +17,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # prompts.py (DataError, the category names) is at the root
+    sys.path.insert(0, str(ROOT))  # core/prompts.py (DataError, the category names) is at the root
 
-from prompts import CATEGORIES, CRITERIA, DataError, norm  # noqa: E402
+from core.prompts import CATEGORIES, CRITERIA, DataError, norm  # noqa: E402
 
 SOURCES = Path(__file__).resolve().parent / "sources"
 

@@ -21,16 +21,16 @@ for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts a
     if _path not in sys.path:  # a test loads this file by path, with neither on sys.path
         sys.path.insert(0, _path)
 
-from load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources  # noqa: E402
-
-import errors  # noqa: E402
-from prompts import (  # noqa: E402
+from core import errors  # noqa: E402
+from core.prompts import (  # noqa: E402
     load_judge_pairs,
     load_prompts,
     norm,
     output_folder,
     write_jsonl,
 )
+
+from load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources  # noqa: E402
 
 SEED = 20240611
 SOURCE_FILES = ("claims", "false_premise", "control", "curiosity", "nonsense", "judge_pairs")

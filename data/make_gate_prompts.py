@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from make_sft import SHARED, eval_prompts, falseqa_partners  # noqa: E402
+from core import errors  # noqa: E402
+from core.prompts import DataError, load_prompts, norm  # noqa: E402
 
-import errors  # noqa: E402
-from prompts import DataError, load_prompts, norm  # noqa: E402
+from make_sft import SHARED, eval_prompts, falseqa_partners  # noqa: E402
 
 OWN = "data/prompts.jsonl,data/twins_v2.jsonl"
 

@@ -30,8 +30,8 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:  # gwen, prompts at the root
     sys.path.insert(0, ROOT)
 
-import errors  # noqa: E402
-from prompts import EVAL_PROMPTS, load_prompts, output_folder  # noqa: E402
+from core import errors  # noqa: E402
+from core.prompts import EVAL_PROMPTS, load_prompts, output_folder  # noqa: E402
 
 SEED = 20251124
 MAX_NEW_TOKENS = 120
@@ -256,7 +256,9 @@ def main(argv=None) -> None:
         first_id = appended_after(a.out, earlier)
     check_paths(a, {r["model"] for r in rows} - {BASE})
 
-    import backend  # start-up: MLX and the model code load after the arguments are checked
+    from core import (
+        backend,  # start-up: MLX and the model code load after the arguments are checked
+    )
 
     from gwen import Gwen  # start-up
     from load_weights import load  # start-up

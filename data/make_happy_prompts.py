@@ -21,10 +21,10 @@ for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts a
     if _path not in sys.path:  # a test may load this file by path, with neither on sys.path
         sys.path.insert(0, _path)
 
-from load_sources import SOURCES, load_source  # noqa: E402
+from core import errors  # noqa: E402
+from core.prompts import load_prompts, output_folder  # noqa: E402
 
-import errors  # noqa: E402
-from prompts import load_prompts, output_folder  # noqa: E402
+from load_sources import SOURCES, load_source  # noqa: E402
 
 
 def _combinations(text: dict) -> list[str]:

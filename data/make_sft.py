@@ -31,11 +31,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # prompts.py and train_grader.py are at the root
+    sys.path.insert(0, str(ROOT))  # core/prompts.py and train_grader.py are at the root
 
-import errors  # noqa: E402
-from diversity import word_count  # noqa: E402
-from prompts import (  # noqa: E402
+from core import errors  # noqa: E402
+from core.diversity import word_count  # noqa: E402
+from core.prompts import (  # noqa: E402
     CATEGORIES,
     DataError,
     held_out_prompts,

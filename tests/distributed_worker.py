@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import backend  # noqa: E402,F401
+from core import backend  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 from test_train import low_tokens, tiny_policy, weights  # noqa: E402

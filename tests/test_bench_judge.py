@@ -80,8 +80,9 @@ def test_a_constant_reward_fails_loudly(tmp_path):
 def test_probe_report_per_kind_with_intervals():
     # A reward that counts full stops: the intact answer (3 sentences) beats its cut-off variant
     # (fewer), loses to the repeating and filler-padded ones (more). Each answer is scored once.
+    from core import stats
+
     import broken_text
-    import stats
 
     intact = "First point is here. Second point is there. Third one ends it."
     pairs = [pair(i, intact, "w") for i in range(5)]

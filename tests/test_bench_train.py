@@ -2,7 +2,7 @@
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model

@@ -1,4 +1,4 @@
-"""One CLI convention across every command (errors.py, flags.renamed, strict_json).
+"""One CLI convention across every command (core/errors.py, flags.renamed, strict_json).
 
 For each entry point (a root module with `if __name__ == "__main__"`), in process through its
 `main(argv)`: --help exits 0; a missing input file, a bad flag value and (for a command that
@@ -19,14 +19,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core import errors, flags, strict_json
+from core.prompts import DataError
+
 import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
-
-import errors
-import flags
-import strict_json
-from prompts import DataError
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = "MISSING"  # replaced by a path that does not exist

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-import pytest
+from core.prompts import DataError
 
-from prompts import DataError
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import mlx.nn as nn

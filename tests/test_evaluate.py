@@ -4,7 +4,10 @@ second report comes from the cache."""
 
 import json
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    stats,
+)
 
 import pytest
 from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
@@ -15,7 +18,6 @@ import evaluate
 import grade as grade_module
 import reward_model
 import rewards
-import stats
 
 RECORDS = [
     {"id": "a", "category": "false_premise", "prompt": "t5 t6"},

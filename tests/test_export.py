@@ -12,10 +12,12 @@ import json
 import os
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
 import importlib.util
+
+from core import lora, quant
 
 import mlx.core as mx
 import mlx.utils
@@ -25,8 +27,6 @@ from helpers import LLAMA, QWEN3, tiny_model
 
 import export
 import load_weights
-import lora
-import quant
 from gwen import Gwen
 from model import Model
 

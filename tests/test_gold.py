@@ -4,12 +4,13 @@ files with the line number; grader_figures and wilson give hand-computed numbers
 import json
 import os
 
+from core import stats
+from core.prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
+from core.stats import wilson
+
 import pytest
 
-import stats
 from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_fluent, load_gold
-from prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
-from stats import wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECOND_LABELS = os.path.join(os.path.dirname(ANSWERS), "second_labels.jsonl")

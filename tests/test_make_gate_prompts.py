@@ -11,9 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "data"))
-import make_gate_prompts as mg  # noqa: E402
+from core.prompts import load_prompts  # noqa: E402
 
-from prompts import load_prompts  # noqa: E402
+import make_gate_prompts as mg  # noqa: E402
 
 
 def fake_shared(tmp_path: Path, own_prompt: str) -> Path:

@@ -4,17 +4,18 @@ output and input errors."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import forced
+from core.prompts import DataError
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model, tiny_tokenizer
 
-import forced
 import premise_probe as pp
-from prompts import DataError
 
 
 def test_folds_keep_each_group_whole_and_balanced():

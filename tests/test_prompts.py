@@ -6,9 +6,7 @@ import json
 import os
 import re
 
-import pytest
-
-from prompts import (
+from core.prompts import (
     CATEGORIES,
     CRITERIA,
     JUDGED_ON,
@@ -23,6 +21,8 @@ from prompts import (
     read_jsonl,
     select_split,
 )
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")

@@ -3,11 +3,12 @@
 
 import json
 
+from core.prompts import DataError
+
 import pytest
 
 import evaluate
 import read_set
-from prompts import DataError
 
 
 def rows_for(models, prompts):

@@ -6,9 +6,11 @@ models, no downloads."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import mlx.optimizers as optim
 import pytest
@@ -19,7 +21,6 @@ import checkpoint
 import eval_routing
 import eval_task
 import evaluate
-import lora
 from load_weights import LoadError, load, resolve
 from model import Model
 

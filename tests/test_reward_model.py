@@ -7,7 +7,13 @@ import math
 import os
 import signal
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    lora,
+    precision,
+    stats,
+)
+from core.prompts import file_sha256
 
 import mlx.core as mx
 import numpy as np
@@ -15,15 +21,11 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import lora
-import precision
 import reward_model
 import rm_data
-import stats
 import tblog
 import train_rm
 from load_weights import LoadError
-from prompts import file_sha256
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +184,9 @@ def test_trains_at_float16(base, tmp_path):
     metrics = json.loads((out / reward_model.CONFIG_FILE).read_text())["extra"]["metrics"]
     assert metrics["val_accuracy"] == 1.0, metrics  # 8 of 8, as above
     rm = reward_model.load(out, dtype=mx.float16)
-    # float32 master weights under the float16 backbone (precision.py): 0.64 and up on OpenBLAS,
-    # hundreds of times float16's rounding of a score of this size, so accuracy 1.0 is no tie
+    # float32 master weights under the float16 backbone (core/precision.py): 0.64 and up on
+    # OpenBLAS, hundreds of times float16's rounding of a score of this size, so accuracy 1.0 is no
+    # tie
     margins = val_margins(rm, pairs)
     assert margins.min() > 0.25, margins
     assert rm.backbone.model.embed_tokens.weight.dtype == mx.float16

@@ -3,7 +3,7 @@ reward model, its checkpoint round trip, the run's config checks, and an exact r
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np

@@ -520,7 +520,7 @@ def test_train_notes_cover_every_false_premise_training_prompt_with_specific_mar
     data/prompts.jsonl, same text, none an eval prompt, 5-14 markers, no generic denial among
     them (a generic marker would pay the form of a denial, which the fact reward exists not to),
     and no marker already in its own prompt (an answer echoing the premise would be paid)."""
-    import prompts as prompts_mod
+    from core import prompts as prompts_mod
 
     data = Path(__file__).resolve().parent.parent / "data"
     notes = prompts_mod.load_notes(data / "train_notes.jsonl")

@@ -9,9 +9,7 @@ import os
 import re
 from collections import Counter
 
-import pytest
-
-from prompts import (
+from core.prompts import (
     CATEGORIES,
     PAIR_KINDS,
     PUSHBACK_KINDS,
@@ -22,6 +20,8 @@ from prompts import (
     load_pushback_labels,
     norm,
 )
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")

@@ -11,10 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "data"))
 
+from core.prompts import DataError, load_pairs  # noqa: E402
+
 import make_rm_read_pairs as mk  # noqa: E402
 
 import gold  # noqa: E402
-from prompts import DataError, load_pairs  # noqa: E402
 
 
 def row(cat, prompt, answer, label):

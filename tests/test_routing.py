@@ -6,9 +6,11 @@ one function with one set of weights."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -21,7 +23,6 @@ import checkpoint
 import eval_routing
 import grpo
 import hacks
-import lora
 import policy_update
 import routing
 import train

@@ -5,7 +5,7 @@ two tests use the embedded SmolLM2."""
 import math
 from types import SimpleNamespace
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np

@@ -4,14 +4,15 @@ import json
 import sqlite3
 import threading
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core.run_folder import read_metrics
+
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from run_folder import read_metrics
 from runlog import MetricsLog, RolloutDB, plot_run
 
 

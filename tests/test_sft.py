@@ -11,7 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    forced,
+    lora,
+    precision,
+    prompts,
+)
+from core.prompts import load_prompts, load_sft
 
 import mlx.core as mx
 import numpy as np
@@ -20,16 +27,11 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
 import checkpoint
-import forced
-import lora
 import opener_gate
-import precision
-import prompts
 import sft
 import stance_pairs
 import train
 from load_weights import load, resolve
-from prompts import load_prompts, load_sft
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package

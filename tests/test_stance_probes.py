@@ -2,11 +2,12 @@
 
 import json
 
+from core.prompts import DataError
+
 import pytest
 
 import stance_probes
 from bench import judge as bench_judge
-from prompts import DataError
 
 
 def write_set(d, rows):

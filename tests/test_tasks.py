@@ -6,7 +6,7 @@ import json
 import shutil
 import sqlite3
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np

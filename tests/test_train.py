@@ -5,7 +5,8 @@ import os
 import signal
 import sqlite3
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
+from core.prompts import DataError, eval_subset
 
 import mlx.core as mx
 import numpy as np
@@ -18,7 +19,6 @@ import reference
 import train
 from gwen import Gwen
 from load_weights import load
-from prompts import DataError, eval_subset
 
 TIMING_KEYS = ("_s", "tokens_per_s", "peak_mem_mb", "rss_mb")
 

@@ -5,7 +5,7 @@ draw.py then picks. Kept to show how the set was made (runs/ is not kept)."""
 
 import json
 
-import backend  # noqa: F401  (OpenBLAS before mlx)
+from core import backend  # noqa: F401  (OpenBLAS before mlx)
 
 from tqdm import tqdm
 

@@ -20,10 +20,10 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
+from core.atomic import atomic_file
+from core.errors import UserError
 
-from atomic import atomic_file
-from errors import UserError
+import numpy as np
 
 CATEGORIES = ("false_premise", "nonsense", "curiosity", "control")
 CRITERIA = ("curiosity", "nonsense", "scrutiny")

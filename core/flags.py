@@ -17,9 +17,7 @@ import dataclasses
 import sys
 from dataclasses import field
 
-import backend
-
-import errors
+from core import backend, errors
 
 # The one --dtype every command that loads a model takes (flags.add_dtype, flags.dtype_option).
 DTYPE_HELP = "the weights' dtype"

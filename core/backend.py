@@ -24,7 +24,7 @@ def _preload_openblas() -> str:
     if not sys.platform.startswith("linux"):
         return "platform BLAS"
     if "mlx.core" in sys.modules:
-        return "MLX's bundled BLAS (mlx was imported before backend.py; OpenBLAS not loaded)"
+        return "MLX's bundled BLAS (mlx was imported before core/backend.py; OpenBLAS not loaded)"
     for pattern in _OPENBLAS_PATTERNS:
         for path in sorted(glob.glob(pattern)):
             try:

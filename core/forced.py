@@ -5,11 +5,10 @@ sft.py trains on these batches (mean cross-entropy over the answer tokens); prem
 sft.py's stance contrast read the summed log-probability of one fixed text after each prompt.
 """
 
+from core import chat_format, kernels
+
 import mlx.core as mx
 import numpy as np
-
-import chat_format
-import kernels
 
 
 def encode(tokenizer, prompt: str, answer: str, eos: bool = True) -> tuple[list[int], int]:

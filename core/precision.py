@@ -14,14 +14,14 @@ below ~6e-8 flush to zero (knowledge/precision.md).
 
 import math
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import errors
+
 import mlx.core as mx
 import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
-
-import errors
 
 MASTER = "master_weights"  # MasterAdamW's state key for the float32 copies
 

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import backend
+from core import backend
 
 # isort: split
 import mlx.core as mx
@@ -41,7 +41,7 @@ try:
 except ImportError:
     ninja = None
 
-SOURCE_DIR = Path(__file__).resolve().parent / "native"
+SOURCE_DIR = Path(__file__).resolve().parent.parent / "native"
 EXT_ENV = "RL_VALUES_CPU_EXT"
 CACHE_ENV = "RL_VALUES_CPU_EXT_DIR"
 MODULE = "rl_cpu_ext"

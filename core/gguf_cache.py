@@ -19,13 +19,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
-import mlx.core as mx
+from core import atomic
+from core.prompts import file_sha256
 
-import atomic
-from prompts import file_sha256
+import mlx.core as mx
 
 ENV = "RL_VALUES_CACHE"
 FORMAT = "1"  # bump when what build() returns changes (names, dtype, permutation)

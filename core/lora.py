@@ -18,7 +18,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
 import mlx.core as mx

@@ -10,7 +10,7 @@ checkpoint.py writes checkpoints). Imports no MLX, so runs.py stays quick to sta
 import json
 from pathlib import Path
 
-from errors import UserError
+from core.errors import UserError
 
 MARKERS = ("latest", "checkpoints", "metrics.jsonl", "train_log.jsonl")
 

@@ -8,13 +8,13 @@ same seed gives the same tokens. NaN or +inf logits raise, naming the rows. It i
 loop (gwen.py) and has no repetition penalties or stop strings.
 """
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import cpu_ops
+
 import mlx.core as mx
 import numpy as np
-
-import cpu_ops
 
 KINDS = ("numpy", "mlx")
 

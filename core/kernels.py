@@ -14,12 +14,12 @@ import functools
 import logging
 import math
 
-import backend
+from core import backend
 
 # isort: split
-import mlx.core as mx
+from core import cpu_ops
 
-import cpu_ops
+import mlx.core as mx
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,12 @@ import dataclasses
 import json
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core.atomic import atomic_folder
 
-# isort: split
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
-
-from atomic import atomic_folder
-from model import Model
 
 BITS = (8, 4)
 GROUP_SIZES = (32, 64, 128)  # MLX's affine group sizes
@@ -82,10 +79,10 @@ def quantize_model(model, bits: int, group_size: int) -> int:
     return n
 
 
-def copy_model(model, bits: int = 0, group_size: int = 64) -> Model:
+def copy_model(model, bits: int = 0, group_size: int = 64) -> nn.Module:
     """A new Model holding `model`'s weights (its quantized layers quantized alike); with
     `bits`, then quantized by `quantize_model`."""
-    copy = Model(model.args)
+    copy = type(model)(model.args)  # model.Model: core imports no card module
     layers = quantized_layers(model)
     if layers:
         nn.quantize(copy, class_predicate=lambda p, m: dict(layers[p]) if p in layers else False)
@@ -96,7 +93,7 @@ def copy_model(model, bits: int = 0, group_size: int = 64) -> Model:
     return copy
 
 
-def dequantized_copy(model) -> Model:
+def dequantized_copy(model) -> nn.Module:
     """A float Model computing what `model` computes: every quantized weight dequantized.
     On the CPU backend it runs ~50x faster than MLX's quantized matmul (knowledge/quantize.md)."""
     weights = dict(tree_flatten(model.parameters()))
@@ -106,7 +103,7 @@ def dequantized_copy(model) -> Model:
             weights[f"{p}.weight"] = mx.dequantize(
                 m.weight, m.scales, m.biases, group_size=m.group_size, bits=m.bits
             )
-    twin = Model(model.args)
+    twin = type(model)(model.args)  # model.Model: core imports no card module
     twin.load_weights(list(weights.items()), strict=True)
     twin.eval()
     mx.eval(twin.parameters())

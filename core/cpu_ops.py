@@ -9,22 +9,22 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
 silu·up, RMSNorm, the masked softmax and the log-prob row statistics on float32 run the fused
-native kernels (cpu_native.py) where they built. `blocked()` marks forward-only passes (the
+native kernels (core/cpu_native.py) where they built. `blocked()` marks forward-only passes (the
 judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
-library: Metal/CUDA kernels live in kernels.py.
+library: Metal/CUDA kernels live in core/kernels.py.
 """
 
 import contextlib
 import functools
 import math
 
-import backend
+from core import backend
 
 # isort: split
+from core import cpu_native
+
 import mlx.core as mx
 import mlx.nn as nn
-
-import cpu_native
 
 ENABLED = backend.backend_name() == "cpu" and not backend.plain_ops_requested()
 
