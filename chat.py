@@ -31,7 +31,7 @@ import rewards
 import tasks
 from gwen import Gwen
 from load_weights import MODEL_HELP, ModelSource, resolve
-from reference import starting_judge
+from rl.reference import starting_judge
 
 DEFAULT_MODEL = "smollm2-135m"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

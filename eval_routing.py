@@ -29,7 +29,7 @@ import hacks
 import rewards
 from gwen import Gwen
 from load_weights import MODEL_HELP, resolve
-from reference import starting_judge
+from rl.reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
 SWEEP = (0.0, 0.25, 0.5, 0.75, 1.0)  # forget scale with retain at 1

@@ -13,9 +13,9 @@ from core import backend, errors, flags, strict_json
 
 import rewards
 import tasks
-from eval_hook import evaluate
 from gwen import Gwen
 from load_weights import MODEL_HELP
+from rl.eval_hook import evaluate
 
 
 @errors.cli

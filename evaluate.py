@@ -56,8 +56,8 @@ from eval_grading import (
 from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
-from reference import starting_judge
 from rewards import pushes_back
+from rl.reference import starting_judge
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"
@@ -319,7 +319,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     weights_dtype = str(base.model.model.norm.weight.dtype).removeprefix("mlx.core.")
     if weights_dtype != "float32":  # half-precision answers are not float32's: cached apart
         settings["dtype"] = weights_dtype
-    # the judge: --judge-model, else the base model's starting weights (reference.py)
+    # the judge: --judge-model, else the base model's starting weights (rl/reference.py)
     start = sources[base_ref].start
     judge = cfg.judge_model or start or base_ref
     judge_cache = []

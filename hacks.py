@@ -7,7 +7,7 @@ flag per completion. `DETECTORS` is the registry (one dict); a run names detecto
 `parse_spec` checks names and parameters before any model is loaded (each detector validates its
 parameters even on an empty batch, and is bound with functools.partial); `build` binds the
 `reward` detector's scorer; `detect` runs them, returning the any-detector flags (gradient
-routing sends these to the forget adapter, routing.py) and the rates logged every step.
+routing sends these to the forget adapter, rl/routing.py) and the rates logged every step.
 The detectors are lexical tripwires a person can read, not classifiers: each misses hacks it
 was not written for, and a policy under pressure finds those.
 """

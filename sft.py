@@ -33,8 +33,6 @@ import mlx.nn as nn
 import numpy as np
 from tqdm import tqdm
 
-import checkpoint
-import runlog
 from load_weights import LoadError, load
 from opener_gate import (
     LOG_HALF,
@@ -49,6 +47,7 @@ from opener_gate import (
     gate_split,
     parse_gates,
 )
+from rl import checkpoint, runlog
 from stance_pairs import stance_contrast, stance_records, stance_split
 
 _f = flags.option

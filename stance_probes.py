@@ -28,7 +28,7 @@ import numpy as np
 
 import gold
 import read_set
-import rm_data
+from rl import rm_data
 
 PUSHBACK = ("corrects_premise", "flags_nonsense")
 ORDER = {  # category -> (wanted labels, unwanted labels)

@@ -38,7 +38,7 @@ from core.stats import finite_mean
 import numpy as np
 
 import eval_routing
-from config import ConfigError, TrainConfig, build_parser, resolve_config
+from rl.config import ConfigError, TrainConfig, build_parser, resolve_config
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 RESERVED = {"out_dir", "run_name"}  # the sweep decides where each run lives

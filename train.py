@@ -4,10 +4,10 @@ Each step takes B prompts from the shuffled training set (prompts.PromptStream),
 completions per prompt (prompt prefilled once), scores them with the reward spec (rewards.py: the
 model-judged rubric by default), turns rewards into group-relative advantages (grpo.py), and
 updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
-(policy_update.py, reference.py). Every random draw is keyed by (seed, step), so a run resumed
+(rl/policy_update.py, rl/reference.py). Every random draw is keyed by (seed, step), so a run resumed
 from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run exactly.
 Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG curves
-(runlog.py), and TensorBoard events in RUN_DIR/tb/ (tblog.py). It is the loop and its CLI.
+(rl/runlog.py), and TensorBoard events in RUN_DIR/tb/ (rl/tblog.py). It is the loop and its CLI.
 """
 
 import dataclasses
@@ -24,25 +24,27 @@ import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import checkpoint
-import distributed
-import eval_hook
 import eval_routing
 import grpo
 import hacks
-import policy_update
-import reward_refresh
 import rewards
-import routing
-import runlog
 import tasks
-import tblog
-from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
 from gwen import Gwen
 from load_weights import LoadError
-from reference import Reference, default_judge, trunk_depth
-from rollout_batch import Rollout
-from run_state import Run, resume_run, save_run
+from rl import (
+    checkpoint,
+    distributed,
+    eval_hook,
+    policy_update,
+    reward_refresh,
+    routing,
+    runlog,
+    tblog,
+)
+from rl.config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
+from rl.reference import Reference, default_judge, trunk_depth
+from rl.rollout_batch import Rollout
+from rl.run_state import Run, resume_run, save_run
 
 # Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
 # may differ between ranks (e.g. a temporary folder each).

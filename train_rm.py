@@ -49,13 +49,9 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tqdm import tqdm
 
 import broken_text
-import checkpoint
-import distributed
 import reward_model
-import rm_data
-import runlog
-import tblog
 from load_weights import LoadError
+from rl import checkpoint, distributed, rm_data, runlog, tblog
 
 _f = flags.option
 

@@ -25,8 +25,8 @@ import mlx.core as mx
 import mlx.optimizers as optim
 from mlx.utils import tree_flatten, tree_map
 
-import distributed
 from load_weights import load, resolve
+from rl import distributed
 
 ROOT = Path(__file__).resolve().parent.parent
 

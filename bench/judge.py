@@ -30,10 +30,10 @@ import numpy as np
 
 import broken_text
 import rewards
-import rm_data
 import stance_probes
 import tasks
 from gwen import Gwen
+from rl import rm_data
 from rubric import Rubric
 
 

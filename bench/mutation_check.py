@@ -42,7 +42,7 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "routing_off_in_loop",
-        "routing.py",
+        "rl/routing.py",
         "grads, sums = accumulate(model, loss_fn, micro, args)",
         "grads, sums = accumulate(model, loss_fn, micro, args, route=False)",
         ("tests/test_routing.py",),
@@ -50,7 +50,7 @@ MUTATIONS = (
     ),
     Mutation(
         "ratio_stop_gradient_removed",
-        "policy_update.py",
+        "rl/policy_update.py",
         "old = mx.stop_gradient(logp) if old is None else old",
         "old = logp if old is None else old",
         ("tests/test_train.py", "tests/test_routing.py"),

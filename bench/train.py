@@ -36,9 +36,9 @@ from core.run_folder import read_metrics
 
 import mlx.core as mx
 
-import distributed
 import train
-from config import resolve_config
+from rl import distributed
+from rl.config import resolve_config
 
 # name -> (TrainConfig field, value when on, value when off): the optimizations --ab compares.
 OPTIMIZATIONS = {

@@ -8,7 +8,7 @@ prompt: 1 = the samples say the same thing), `unique_fraction` (distinct normali
 answers), `opening` and `top_opener` (the commonest opening sentence and its share: one
 opener taking over a category, as "You're right." did in the learning run's attempt 25) and
 `summary`, which adds a template-collapse flag. Evaluation (evaluate.py) and
-gradient routing (routing.py) use these; they do not sample.
+gradient routing (rl/routing.py) use these; they do not sample.
 """
 
 import itertools

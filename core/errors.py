@@ -23,7 +23,7 @@ class UserError(Exception):
 
 
 # Raised by the commands for a path the user gave: open() on a missing file, and our own
-# "not found" / "already holds a run" checks (checkpoint.py, runlog.py, sft.py, train.py).
+# "not found" / "already holds a run" checks (rl/checkpoint.py, rl/runlog.py, sft.py, train.py).
 USER_ERRORS = (UserError, FileNotFoundError, FileExistsError)
 
 

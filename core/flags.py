@@ -2,7 +2,7 @@
 
 `option(default, help)` declares a dataclass field with its help text (in the field's metadata);
 `add_flags(parser, cls)` gives each field of `cls` one `--flag-name`, default the field's
-default, typed from its annotation (bools as `--x/--no-x`); train.py's (config.py) adds them
+default, typed from its annotation (bools as `--x/--no-x`); train.py's (rl/config.py) adds them
 `layered`: a flag left out stays absent, so the task's settings and a --config file can fill it,
 and `none` switches an optional setting off. `parse_config(parser, cls, argv)` builds `cls` from
 the parsed flags (sft.py, train_rm.py), a failed check one user error. `renamed(parser, old,

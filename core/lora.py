@@ -6,7 +6,7 @@ B = 0 at init so the model starts unchanged. Turning the adapters off (`adapters
 gives back the exact base model, which serves as the frozen reference and judge with no second
 copy of the weights. Adapters are saved in PEFT's file layout, and `merged_weights` folds them
 (plain or dual) into HF-named full weights for export. `DualLoRALinear` (gradient routing,
-routing.py) holds two independently initialized adapters, retain and forget, each with its own
+rl/routing.py) holds two independently initialized adapters, retain and forget, each with its own
 output scale (`set_scales`); it is saved as two PEFT adapter folders whose ranks are read back
 from the tensors. It is not PEFT: no dropout, no DoRA/QLoRA, no per-module ranks, no adapters
 on the embedding or LM head.
@@ -364,7 +364,7 @@ def scaled(model: nn.Module, retain: float, forget: float):
 
 @contextmanager
 def retain_frozen(model: nn.Module, frozen: bool = True):
-    """With `frozen`, the retain adapters pass no gradient inside the block (routing.py)."""
+    """With `frozen`, the retain adapters pass no gradient inside the block (rl/routing.py)."""
     layers = _require_dual(model)
     before = [layer.stop_retain for _, layer in layers]
     for _, layer in layers:

@@ -3,7 +3,7 @@
 The one rule (`quantizable`): MLX's own affine quantization (per group of `group_size` input
 weights a scale and a bias; `bits` 8 or 4) of the Linear layers inside the transformer blocks
 whose input size is a multiple of the group size. The embedding / LM head stays in float:
-log-probs read its rows. `quantize_model` and `copy_model` apply it (reference.py's quantized KL
+log-probs read its rows. `quantize_model` and `copy_model` apply it (rl/reference.py's quantized KL
 reference uses them); `save_model` writes mlx-lm's folder layout (config.json gets
 `quantization`: {group_size, bits}; the weights hold `weight`/`scales`/`biases` per quantized
 Linear) and `prepare_quantized` readies a model for such a folder's weights (load_weights reads

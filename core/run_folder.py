@@ -4,7 +4,7 @@ train.py, sft.py and train_rm.py each write a run folder: `config.json` (the run
 model's), `metrics.jsonl` (one JSON line per step; train_rm.py's `train_log.jsonl`),
 `checkpoints/` and a `latest` pointer. The resolver (load_weights), runs.py, sweep.py, plots and
 the loop's summary all ask here. What it is not: a writer (runlog.MetricsLog appends,
-checkpoint.py writes checkpoints). Imports no MLX, so runs.py stays quick to start.
+rl/checkpoint.py writes checkpoints). Imports no MLX, so runs.py stays quick to start.
 """
 
 import json

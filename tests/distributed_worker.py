@@ -19,9 +19,9 @@ from core import backend  # noqa: E402,F401
 import numpy as np  # noqa: E402
 from test_train import low_tokens, tiny_policy, weights  # noqa: E402
 
-import distributed  # noqa: E402
 import train  # noqa: E402
 import train_rm  # noqa: E402
+from rl import distributed  # noqa: E402
 
 
 def main() -> None:

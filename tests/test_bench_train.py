@@ -7,8 +7,8 @@ from core import backend  # noqa: F401
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model
 
-import reference
 from bench import train as bench_train
+from rl import reference
 
 
 @pytest.fixture

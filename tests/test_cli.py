@@ -327,12 +327,11 @@ def test_as_user_error_marks_only_its_block():
 
 def test_every_user_error_class_derives_from_user_error():
     import chess_data
-    import config
-    import distributed
     import load_weights
     import rewards
     import runs
     import sweep
+    from rl import config, distributed
 
     for cls, other in [
         (DataError, ValueError), (rewards.RewardError, ValueError),

@@ -19,11 +19,11 @@ from helpers import QWEN3, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 from test_train import low_tokens, metric_rows, tiny_policy
 
-import distributed
 import grpo
 import train
 from gwen import Gwen, sequence_logprobs
 from rewards import Scores
+from rl import distributed
 
 
 def flat(tree) -> np.ndarray:

@@ -204,7 +204,7 @@ def test_a_lora_checkpoint_exports_to_a_folder_mlx_lm_and_transformers_read(lora
 def test_a_run_folder_exports_its_latest_checkpoint_with_its_config_and_figures(tmp_path):
     import mlx.optimizers as optim
 
-    import checkpoint
+    from rl import checkpoint
 
     _, base = hf_folder(tmp_path / "base", "llama")
     adapted, _ = lora_checkpoint(base, tmp_path / "unused")

@@ -18,6 +18,7 @@ def test_each_mutation_applies_exactly_once_to_the_current_code(m, tmp_path):
 
 def test_apply_refuses_lines_that_moved(tmp_path):
     m = mc.MUTATIONS[0]
+    (tmp_path / m.path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / m.path).write_text("nothing to mutate here\n")
     with pytest.raises(ValueError, match="occurs 0 times"):
         mc.apply(m, tmp_path)

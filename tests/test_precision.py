@@ -17,12 +17,12 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pa
 from mlx.utils import tree_flatten, tree_map
 from test_train import low_tokens
 
-import checkpoint
 import reward_model
 import train
 import train_rm
 from gwen import Gwen
 from load_weights import load
+from rl import checkpoint
 
 
 @pytest.mark.parametrize(

@@ -20,14 +20,13 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
 import quantize
-import reference
 import reward_model
 import rewards
-import rm_data
 import train
 import train_rm
 from gwen import Gwen
 from load_weights import LoadError, load
+from rl import reference, rm_data
 
 # Hidden 64 (every Linear but down_proj divides 64); intermediate 96 (down_proj's input does
 # not divide 64, so the rule leaves it in float at group 64 and quantizes it at group 32).

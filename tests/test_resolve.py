@@ -17,12 +17,12 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 
 import chat
-import checkpoint
 import eval_routing
 import eval_task
 import evaluate
 from load_weights import LoadError, load, resolve
 from model import Model
+from rl import checkpoint
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])

@@ -22,10 +22,9 @@ from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import reward_model
-import rm_data
-import tblog
 import train_rm
 from load_weights import LoadError
+from rl import rm_data, tblog
 
 
 @pytest.fixture(scope="module")

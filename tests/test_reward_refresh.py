@@ -1,4 +1,4 @@
-"""Reward refresh (reward_refresh.py): labels by rule on hand-made groups, the update on a tiny
+"""Reward refresh (rl/reward_refresh.py): labels by rule on hand-made groups, the update on a tiny
 reward model, its checkpoint round trip, the run's config checks, and an exact resume."""
 
 import json
@@ -12,12 +12,11 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pa
 from mlx.utils import tree_flatten
 
 import reward_model
-import reward_refresh
-import rm_data
 import train
 import train_rm
 from gwen import Gwen
-from reward_refresh import Refresher, Settings, is_broken, label_group
+from rl import reward_refresh, rm_data
+from rl.reward_refresh import Refresher, Settings, is_broken, label_group
 
 
 def test_broken_by_rule():

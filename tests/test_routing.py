@@ -19,16 +19,14 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 from test_train import low_tokens, tiny_config
 
-import checkpoint
 import eval_routing
 import grpo
 import hacks
-import policy_update
-import routing
 import train
 from gwen import Gwen
-from reference import Reference
-from rollout_batch import Rollout
+from rl import checkpoint, policy_update, routing
+from rl.reference import Reference
+from rl.rollout_batch import Rollout
 
 TARGETS = ["q_proj", "v_proj", "down_proj"]
 R, F = 3, 2  # retain and forget ranks (odd, unequal)
@@ -462,7 +460,7 @@ def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(
 ):
     # Dual adapters in the top block only (tiny QWEN3: 2 blocks): the bottom block runs once per
     # routing micro-batch for policy and reference; the weights must match the unshared path.
-    import reference
+    from rl import reference
 
     monkeypatch.setitem(hacks.DETECTORS, "every_other", flag_every_other)
     calls, real = [], reference.sequence_trunk

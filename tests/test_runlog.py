@@ -1,4 +1,5 @@
-"""runlog.py: metrics lines, the background rollout writer (non-blocking, errors surface), plots."""
+"""rl/runlog.py: metrics lines, the background rollout writer (non-blocking, errors surface),
+plots."""
 
 import json
 import sqlite3
@@ -13,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from runlog import MetricsLog, RolloutDB, plot_run
+from rl.runlog import MetricsLog, RolloutDB, plot_run
 
 
 def row(step: int, i: int = 0, **extra) -> dict:

@@ -26,12 +26,12 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
-import checkpoint
 import opener_gate
 import sft
 import stance_pairs
 import train
 from load_weights import load, resolve
+from rl import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package

@@ -14,11 +14,10 @@ import pytest
 from helpers import QWEN3, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
-import checkpoint
-import reference
 import train
 from gwen import Gwen
 from load_weights import load
+from rl import checkpoint, reference
 
 TIMING_KEYS = ("_s", "tokens_per_s", "peak_mem_mb", "rss_mb")
 
@@ -445,7 +444,7 @@ def test_truncated_answers_are_capped_or_masked(tmp_path, monkeypatch, mode):
     import dataclasses
 
     import grpo
-    import policy_update
+    from rl import policy_update
 
     pattern = np.array([True, False, False, False, True, False])  # 2 groups of 3
     real_sample, seen = Gwen.sample_group, []

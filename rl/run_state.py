@@ -2,7 +2,7 @@
 
 `Run` holds everything a GRPO run holds (config, policy, reference, scorer, optimizer, data
 stream, KL controller, logs); train.build makes it and only the loop mutates it. `save_run` and
-`resume_run` write and restore all of it through checkpoint.py's primitives (which take plain
+`resume_run` write and restore all of it through rl/checkpoint.py's primitives (which take plain
 models, optimizers and dicts), so an interrupted run resumes exactly. The loop's parts that
 operate on a run import its type from here (issue 24: the run's type is explicit).
 """
@@ -20,17 +20,14 @@ from core.prompts import PairedStream, PromptStream
 
 import mlx.optimizers as optim
 
-import checkpoint
-import distributed
 import grpo
 import rewards
-import runlog
-import tblog
-from config import TrainConfig
 from gwen import Gwen
-from reference import Reference
-from reward_refresh import FOLDER as REFRESH_FOLDER
-from reward_refresh import Refresher
+from rl import checkpoint, distributed, runlog, tblog
+from rl.config import TrainConfig
+from rl.reference import Reference
+from rl.reward_refresh import FOLDER as REFRESH_FOLDER
+from rl.reward_refresh import Refresher
 
 
 @dataclass

@@ -31,8 +31,8 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
 import hacks
-from reference import shared_trunks
-from rollout_batch import Rollout
+from rl.reference import shared_trunks
+from rl.rollout_batch import Rollout
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from core.atomic import atomic_file
 
 import numpy as np
 
-from runlog import _scalar  # the conversion metrics.jsonl uses, so both logs hold equal values
+from rl.runlog import _scalar  # the conversion metrics.jsonl uses, so both logs hold equal values
 
 HIST_BINS = 30
 

@@ -30,7 +30,7 @@ import numpy as np
 
 import grpo
 from rewards import category_means, criterion_means
-from rollout_batch import Rollout
+from rl.rollout_batch import Rollout
 
 COLUMNS = (
     "step",

@@ -1,6 +1,6 @@
 """Reward-model training data, encoded once for one reward model: preference pairs (Bradley-Terry
 loss, pairwise accuracy) and labelled answers (binary cross-entropy, accuracy at score 0). Used by
-train_rm.py (training and validation) and reward_refresh.py (the in-run refresh and its replay);
+train_rm.py (training and validation) and rl/reward_refresh.py (the in-run refresh and its replay);
 the same loss and the same accuracy in both, a tie counting half (stats.pair_credit).
 """
 
@@ -13,8 +13,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-import distributed
 import reward_model
+from rl import distributed
 
 
 def pair_batch(rm, enc: list[tuple[list[int], list[int]]]) -> tuple[mx.array, mx.array, int]:

@@ -9,7 +9,7 @@ its gradient is weighted by its share of the full batch's loss denominator
 number of ranks (knowledge/distributed.md). A non-finite loss or gradient skips the optimizer
 step, counted in `skipped_steps`; a step that leaves a non-finite weight is rolled back, counted
 in `rolled_back_steps`; `max_failed_updates` of them in a row stop the run (core/precision.py).
-Under gradient routing the micro-batches are routing.py's
+Under gradient routing the micro-batches are rl/routing.py's
 instead.
 """
 
@@ -27,13 +27,12 @@ import mlx.nn as nn
 from mlx.utils import tree_map
 from tqdm import tqdm
 
-import distributed
 import grpo
-import routing
 from gwen import sequence_logprobs
-from reference import shared_trunks
-from rollout_batch import Rollout
-from run_state import Run
+from rl import distributed, routing
+from rl.reference import shared_trunks
+from rl.rollout_batch import Rollout
+from rl.run_state import Run
 
 
 def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, trunk=None):

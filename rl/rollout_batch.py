@@ -31,7 +31,7 @@ class Rollout:
     filtered_groups: int
     rollout_s: float
     reward_s: float
-    flags: np.ndarray | None = None  # (B*G,) bool: a hack detector fired (routing.py)
+    flags: np.ndarray | None = None  # (B*G,) bool: a hack detector fired (rl/routing.py)
     capped: int = 0  # truncated answers whose reward truncated=cap lowered
 
     @property

@@ -110,7 +110,7 @@ class TrainConfig:
     lora_layers: int = _f(
         0, "adapters in the top N blocks only (0 = all): the backward stops there"
     )
-    # Gradient routing (routing.py, hacks.py, eval_routing.py; knowledge/routing.md)
+    # Gradient routing (rl/routing.py, hacks.py, eval_routing.py; knowledge/routing.md)
     routing: str = _f(
         "off",
         "off | routed: retain (--lora-rank) + forget (--forget-rank) adapters, flagged "
@@ -142,7 +142,7 @@ class TrainConfig:
     enable_thinking: bool = _f(False, "let a Qwen3 policy think (<think> blocks); off by default")
     length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
     length_target: int = _f(rewards.LENGTH_TARGET, "words allowed before the length penalty")
-    # Reward refresh (reward_refresh.py): the rm component learns from the run's own answers.
+    # Reward refresh (rl/reward_refresh.py): the rm component learns from the run's own answers.
     reward_refresh: int = _f(
         0,
         "every K steps label that step's answers by rule (broken; with --refresh-stance, "

@@ -42,8 +42,8 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
 import reward_model
-import rm_data
 from rewards import STANCE_SIGN, stance_flagger
+from rl import rm_data
 
 REPEAT = 0.3  # share of repeated word trigrams that makes an answer broken
 REPLAY_PROBE = 32  # replay pairs whose accuracy is logged at each refresh
