@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from core import backend, errors, flags
 from core.prompts import CATEGORIES
 
-import rewards
-import tasks
 from gwen import Gwen
 from load_weights import MODEL_HELP, ModelSource, resolve
+from rewards import registry as rewards
 from rl.reference import starting_judge
+from tasks import registry as tasks
 
 DEFAULT_MODEL = "smollm2-135m"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

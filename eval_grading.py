@@ -19,10 +19,10 @@ from core.prompts import DataError, file_sha256, load_pushback_labels, select_sp
 import numpy as np
 
 import gold
-import reward_model
-import rewards
 from eval_cache import Cache, model_fingerprint
 from grade import gold_lines
+from rewards import registry as rewards
+from rewards import reward_model
 
 
 class PushbackClassifier:

@@ -25,10 +25,10 @@ from core.prompts import EVAL_PROMPTS, eval_subset, load_prompts
 
 import numpy as np
 
-import hacks
-import rewards
 from gwen import Gwen
 from load_weights import MODEL_HELP, resolve
+from rewards import hacks
+from rewards import registry as rewards
 from rl.reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     p.add_argument("--base", help="base model of an adapter checkpoint (default: its run's)")
     p.add_argument("--prompts", dest="data", help="prompts JSONL (default: the run's --eval-data)")
     p.add_argument("--task-reward", help="reward spec of the task (default: the run's)")
-    p.add_argument("--hack-detectors", help="detector spec (default: the run's; hacks.py)")
+    p.add_argument("--hack-detectors", help="detector spec (default: the run's; rewards/hacks.py)")
     p.add_argument("--limit", type=int, help="prompts (default: the run's --eval-limit)")
     p.add_argument("--samples", type=int, help="samples per prompt (default 4)")
     p.add_argument("--max-new-tokens", type=int, help="generation cap (default: the run's)")

@@ -11,11 +11,11 @@ import argparse
 
 from core import backend, errors, flags, strict_json
 
-import rewards
-import tasks
 from gwen import Gwen
 from load_weights import MODEL_HELP
+from rewards import registry as rewards
 from rl.eval_hook import evaluate
+from tasks import registry as tasks
 
 
 @errors.cli

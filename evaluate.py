@@ -37,8 +37,6 @@ import numpy as np
 from tqdm import tqdm
 
 import eval_report
-import rewards
-import tasks
 from eval_cache import Cache, model_fingerprint
 from eval_grading import (
     PushbackClassifier,
@@ -56,8 +54,10 @@ from eval_grading import (
 from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
-from rewards import pushes_back
+from rewards import registry as rewards
+from rewards.registry import pushes_back
 from rl.reference import starting_judge
+from tasks import registry as tasks
 
 DEFAULT_CLASSIFIER = "models/pushback-smollm2-135m"
 DEFAULT_LABELS = "data/pushback_labels.jsonl"

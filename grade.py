@@ -53,8 +53,8 @@ from tqdm import tqdm
 
 import gold
 import load_weights
-import reward_model
 from gold import LABELS, grader_figures
+from rewards import reward_model
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_GRADER = str(ROOT / "models" / "grader-smollm2-135m")

@@ -50,9 +50,9 @@ import numpy as np
 from mlx.utils import tree_flatten
 from tqdm import tqdm
 
-import reward_model
 from gwen import Gwen, sequence_hidden, sequence_logprobs
 from load_weights import MODEL_HELP, LoadError, resolve
+from rewards import reward_model
 
 REPORT_FILE = "quantize_report.json"
 

@@ -1,13 +1,14 @@
 """GRPO training for rl-values: sample groups, score them, take a clipped policy step, record all.
 
 Each step takes B prompts from the shuffled training set (prompts.PromptStream), samples G
-completions per prompt (prompt prefilled once), scores them with the reward spec (rewards.py: the
-model-judged rubric by default), turns rewards into group-relative advantages (grpo.py), and
-updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
-(rl/policy_update.py, rl/reference.py). Every random draw is keyed by (seed, step), so a run resumed
-from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run exactly.
-Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG curves
-(rl/runlog.py), and TensorBoard events in RUN_DIR/tb/ (rl/tblog.py). It is the loop and its CLI.
+completions per prompt (prompt prefilled once), scores them with the reward spec
+(rewards/registry.py: the model-judged rubric by default), turns rewards into group-relative
+advantages (grpo.py), and updates the policy on the GRPO loss with an optional KL penalty to a
+frozen reference (rl/policy_update.py, rl/reference.py). Every random draw is keyed by (seed, step),
+so a run resumed from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run
+exactly. Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG
+curves (rl/runlog.py), and TensorBoard events in RUN_DIR/tb/ (rl/tblog.py). It is the loop and its
+CLI.
 """
 
 import dataclasses
@@ -26,11 +27,10 @@ from tqdm import tqdm
 
 import eval_routing
 import grpo
-import hacks
-import rewards
-import tasks
 from gwen import Gwen
 from load_weights import LoadError
+from rewards import hacks
+from rewards import registry as rewards
 from rl import (
     checkpoint,
     distributed,
@@ -45,6 +45,7 @@ from rl.config import ConfigError, TrainConfig, build_parser, resolve_config  # 
 from rl.reference import Reference, default_judge, trunk_depth
 from rl.rollout_batch import Rollout
 from rl.run_state import Run, resume_run, save_run
+from tasks import registry as tasks
 
 # Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
 # may differ between ranks (e.g. a temporary folder each).

@@ -39,7 +39,6 @@ import numpy as np
 from tqdm import tqdm
 
 import gold
-import reward_model
 from gold import LABELS, grader_figures
 from grade import (
     DEFAULT_GRADER,
@@ -53,6 +52,7 @@ from grade import (
     softmax,
     within_side,
 )
+from rewards import reward_model
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"

@@ -1,4 +1,5 @@
-"""Train a Bradley-Terry reward model on preference pairs (reward_model.py), with exact resume.
+"""Train a Bradley-Terry reward model on preference pairs (rewards/reward_model.py), with exact
+resume.
 
 With --labels instead of --pairs it trains the same head as a classifier of labelled answers
 (binary cross-entropy; e.g. the pushback classifier evaluate.py uses).
@@ -13,7 +14,7 @@ weights are saved atomically to --out (reward_model.load reads them back), with 
 the data file's hash, the metrics and train_log.jsonl (every step). Resumable state, the log and
 TensorBoard events (tb/, unless --no-tensorboard) live in --work (default runs/rm/<out name>;
 --resume continues it exactly). `--broken-negatives N` adds, to the train and val splits, N
-broken variants of each better answer (broken_text.py, training style: cut off, shuffled,
+broken variants of each better answer (rewards/broken_text.py, training style: cut off, shuffled,
 repeating, filler-padded) as the worse answer; `--init FOLDER` starts from a trained reward
 model's weights. Not a GRPO trainer.
 
@@ -48,9 +49,8 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from tqdm import tqdm
 
-import broken_text
-import reward_model
 from load_weights import LoadError
+from rewards import broken_text, reward_model
 from rl import checkpoint, distributed, rm_data, runlog, tblog
 
 _f = flags.option

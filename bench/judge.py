@@ -1,18 +1,18 @@
 """Reward benchmark: how well, how fast and how length-robustly each reward ranks answer pairs.
 
-For every `--reward SPEC` (the registry's syntax; default: train.py's default reward) the
-better and worse answer of each pair in `--pairs` (default: the test split of
-data/rm_pairs.jsonl) are scored with the pair's prompt and category. A pair counts 1 if better
-scores above worse, 0.5 on a tie or a failed score, else 0. Reported per reward: overall and per
-category, kind, source and criterion; the length-trap subset (the worse answer is the longer one);
-echo checks (the prompt itself as an answer never scoring above the better answer); items scored
-per second; corr(score, answer length) over all scored answers and how often the longer answer
-wins. A reward that gives every answer the same score fails loudly. `--judge-speed` adds the
-rubric's own peers (single pass vs generate-then-parse vs one at a time) and its OOM backoff.
-`--quick --json` prints one object whose `pairwise_accuracy` is the first reward's figures.
-`--probes` adds the broken-text probes (broken_text.py, probe style): each selected pair's better
-answer against its cut-off, shuffled, repeating and filler-padded variants, the share of probes
-per kind where the intact answer scores higher, with n and a 95% Wilson interval.
+For every `--reward SPEC` (the registry's syntax; default: train.py's default reward) the better and
+worse answer of each pair in `--pairs` (default: the test split of data/rm_pairs.jsonl) are scored
+with the pair's prompt and category. A pair counts 1 if better scores above worse, 0.5 on a tie or a
+failed score, else 0. Reported per reward: overall and per category, kind, source and criterion; the
+length-trap subset (the worse answer is the longer one); echo checks (the prompt itself as an answer
+never scoring above the better answer); items scored per second; corr(score, answer length) over all
+scored answers and how often the longer answer wins. A reward that gives every answer the same score
+fails loudly. `--judge-speed` adds the rubric's own peers (single pass vs generate-then-parse vs one
+at a time) and its OOM backoff. `--quick --json` prints one object whose `pairwise_accuracy` is the
+first reward's figures. `--probes` adds the broken-text probes (rewards/broken_text.py, probe
+style): each selected pair's better answer against its cut-off, shuffled, repeating and
+filler-padded variants, the share of probes per kind where the intact answer scores higher, with n
+and a 95% Wilson interval.
 """
 
 import argparse
@@ -28,13 +28,13 @@ from core.prompts import RM_PAIRS, DataError, load_pairs, select_split
 
 import numpy as np
 
-import broken_text
-import rewards
 import stance_probes
-import tasks
 from gwen import Gwen
+from rewards import broken_text
+from rewards import registry as rewards
 from rl import rm_data
 from rubric import Rubric
+from tasks import registry as tasks
 
 
 class MemoryCeiling:

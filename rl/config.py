@@ -20,10 +20,10 @@ from core.errors import UserError
 from core.prompts import CATEGORIES
 
 import grpo
-import hacks
-import rewards
-import tasks
 from load_weights import MODEL_HELP
+from rewards import hacks
+from rewards import registry as rewards
+from tasks import registry as tasks
 
 _f = flags.option
 
@@ -31,7 +31,7 @@ _f = flags.option
 @dataclass
 class TrainConfig:
     model: str = _f("smollm2-135m", f"the starting policy: {MODEL_HELP}")
-    # The environment (tasks.py) and the advantage baseline (grpo.advantages).
+    # The environment (tasks/registry.py) and the advantage baseline (grpo.advantages).
     task: str = _f("values", "values (rubric prompts) | chess (P:/A: tasks, graduated reward)")
     baseline: str = _f("group", "advantage baseline: group | ema (per task type) | adaptive")
     baseline_decay: float = _f(0.9, "per-step decay of the ema/adaptive baseline's average")
@@ -110,7 +110,7 @@ class TrainConfig:
     lora_layers: int = _f(
         0, "adapters in the top N blocks only (0 = all): the backward stops there"
     )
-    # Gradient routing (rl/routing.py, hacks.py, eval_routing.py; knowledge/routing.md)
+    # Gradient routing (rl/routing.py, rewards/hacks.py, eval_routing.py; knowledge/routing.md)
     routing: str = _f(
         "off",
         "off | routed: retain (--lora-rank) + forget (--forget-rank) adapters, flagged "
@@ -130,7 +130,8 @@ class TrainConfig:
         "(0 = off)",
     )
     hack_detectors: str | None = _f(
-        None, "hack detectors, e.g. happy_spam:min_count=2,prompt_echo (hacks.py); rates logged"
+        None,
+        "hack detectors, e.g. happy_spam:min_count=2,prompt_echo (rewards/hacks.py); rates logged",
     )
     task_reward: str | None = _f(None, "reward spec of the task alone, for routing evaluation")
     routing_eval_every: int = _f(0, "adapter modes + forget-scale sweep every N steps (0 = off)")

@@ -30,7 +30,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map
 
 from gwen import GroupSample
-from rewards import Scores
+from rewards.registry import Scores
 
 _group = None
 

@@ -9,7 +9,7 @@ from core.prompts import eval_subset
 
 import numpy as np
 
-from rewards import category_means, pushes_back
+from rewards.registry import category_means, pushes_back
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:

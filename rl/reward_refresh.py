@@ -41,8 +41,8 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-import reward_model
-from rewards import STANCE_SIGN, stance_flagger
+from rewards import reward_model
+from rewards.registry import STANCE_SIGN, stance_flagger
 from rl import rm_data
 
 REPEAT = 0.3  # share of repeated word trigrams that makes an answer broken

@@ -13,7 +13,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-import reward_model
+from rewards import reward_model
 from rl import distributed
 
 

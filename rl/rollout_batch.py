@@ -14,8 +14,8 @@ from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 import mlx.core as mx
 import numpy as np
 
-import rewards
 from gwen import GroupSample
+from rewards import registry as rewards
 
 
 @dataclass

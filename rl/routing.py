@@ -1,7 +1,7 @@
 """Gradient routing for GRPO: completions flagged as hacks train only the forget adapter.
 
 The policy carries two LoRA adapters per layer (lora.DualLoRALinear): retain and forget.
-Completions a hack detector flags (hacks.py) give gradient to the forget adapter only; all
+Completions a hack detector flags (rewards/hacks.py) give gradient to the forget adapter only; all
 others to both. Removing the forget adapter at inference (lora.set_scales(model, 1, 0)) should
 then remove the hack and keep the task (Cloud et al. 2024, *Gradient Routing*).
 
@@ -30,7 +30,7 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 import grpo
-import hacks
+from rewards import hacks
 from rl.reference import shared_trunks
 from rl.rollout_batch import Rollout
 

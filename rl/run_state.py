@@ -21,8 +21,8 @@ from core.prompts import PairedStream, PromptStream
 import mlx.optimizers as optim
 
 import grpo
-import rewards
 from gwen import Gwen
+from rewards import registry as rewards
 from rl import checkpoint, distributed, runlog, tblog
 from rl.config import TrainConfig
 from rl.reference import Reference

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-import rewards
 from bench import judge as B
+from rewards import registry as rewards
 
 
 def pair(i, better, worse, category="control", kind="k", source="s", criterion="scrutiny"):
@@ -82,7 +82,7 @@ def test_probe_report_per_kind_with_intervals():
     # (fewer), loses to the repeating and filler-padded ones (more). Each answer is scored once.
     from core import stats
 
-    import broken_text
+    from rewards import broken_text
 
     intact = "First point is here. Second point is there. Third one ends it."
     pairs = [pair(i, intact, "w") for i in range(5)]

@@ -16,8 +16,8 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
 
 import chat
-import rewards
 from load_weights import LoadError, lora_base, resolve
+from rewards import registry as rewards
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])

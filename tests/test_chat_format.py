@@ -88,8 +88,8 @@ def test_thinking_is_off_in_every_prompt_a_qwen3_model_reads(qwen3_dir):
     to reason; an open <think> generation prompt appears only when thinking is asked for."""
     from core.chat_format import chat_text
 
-    import reward_model
     import sft
+    from rewards import reward_model
 
     policy = Gwen.load(str(qwen3_dir))
     tok = policy.tokenizer

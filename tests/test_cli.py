@@ -48,7 +48,7 @@ ENTRY_POINTS = {
     "export": (["--model", MISSING, "--out", OUT], ["--model", "smollm2-135m", "--out", OUT,
                                                     "--q-bits", "3"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
-    "chess_data": (
+    "tasks.chess_data": (
         ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", MISSING],
         ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "Q"],
         (["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", BAD],
@@ -326,12 +326,12 @@ def test_as_user_error_marks_only_its_block():
 
 
 def test_every_user_error_class_derives_from_user_error():
-    import chess_data
     import load_weights
-    import rewards
     import runs
     import sweep
+    from rewards import registry as rewards
     from rl import config, distributed
+    from tasks import chess_data
 
     for cls, other in [
         (DataError, ValueError), (rewards.RewardError, ValueError),

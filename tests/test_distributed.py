@@ -22,7 +22,7 @@ from test_train import low_tokens, metric_rows, tiny_policy
 import grpo
 import train
 from gwen import Gwen, sequence_logprobs
-from rewards import Scores
+from rewards.registry import Scores
 from rl import distributed
 
 

@@ -16,8 +16,8 @@ import eval_cache
 import eval_grading
 import evaluate
 import grade as grade_module
-import reward_model
-import rewards
+from rewards import registry as rewards
+from rewards import reward_model
 
 RECORDS = [
     {"id": "a", "category": "false_premise", "prompt": "t5 t6"},

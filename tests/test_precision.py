@@ -17,11 +17,11 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pa
 from mlx.utils import tree_flatten, tree_map
 from test_train import low_tokens
 
-import reward_model
 import train
 import train_rm
 from gwen import Gwen
 from load_weights import load
+from rewards import reward_model
 from rl import checkpoint
 
 

@@ -20,12 +20,12 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
 import quantize
-import reward_model
-import rewards
 import train
 import train_rm
 from gwen import Gwen
 from load_weights import LoadError, load
+from rewards import registry as rewards
+from rewards import reward_model
 from rl import reference, rm_data
 
 # Hidden 64 (every Linear but down_proj divides 64); intermediate 96 (down_proj's input does

@@ -21,9 +21,9 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import reward_model
 import train_rm
 from load_weights import LoadError
+from rewards import reward_model
 from rl import rm_data, tblog
 
 
@@ -326,8 +326,8 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(
     decoded text, which are its scores of the same text given directly, which are a forward
     over its own tokenizer's ids of that text; one `note:` line names train_rm.py on the
     policy's model."""
-    import rewards
     from gwen import Gwen
+    from rewards import registry as rewards
 
     rm = reward_model.build(rm_config(base, lora_rank=0, head_only=True))
     mx.random.seed(0)
@@ -413,7 +413,7 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
 
 
 def test_reward_model_component_floors_echoes_of_the_prompt(base, tmp_path):
-    import rewards
+    from rewards import registry as rewards
 
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     cfg = train_rm.RMTrainConfig(

@@ -11,10 +11,10 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pairs
 from mlx.utils import tree_flatten
 
-import reward_model
 import train
 import train_rm
 from gwen import Gwen
+from rewards import reward_model
 from rl import reward_refresh, rm_data
 from rl.reward_refresh import Refresher, Settings, is_broken, label_group
 

@@ -21,9 +21,9 @@ from test_train import low_tokens, tiny_config
 
 import eval_routing
 import grpo
-import hacks
 import train
 from gwen import Gwen
+from rewards import hacks
 from rl import checkpoint, policy_update, routing
 from rl.reference import Reference
 from rl.rollout_batch import Rollout

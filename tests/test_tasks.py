@@ -1,6 +1,6 @@
-"""tasks.py and --task: each task's defaults, the rewards a task refuses (before any model work),
-chess records grouped by task type, the registered chess reward, and a chess run on a tiny model
-with no engine installed."""
+"""tasks/registry.py and --task: each task's defaults, the rewards a task refuses (before any model
+work), chess records grouped by task type, the registered chess reward, and a chess run on a tiny
+model with no engine installed."""
 
 import json
 import shutil
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 
-import chess_task as ct
 import eval_task
-import rewards
-import tasks
 import train
 from gwen import Gwen
 from load_weights import load
+from rewards import registry as rewards
+from tasks import chess_task as ct
+from tasks import registry as tasks
 
 
 def config(tmp_path, **kw):

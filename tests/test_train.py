@@ -234,7 +234,7 @@ def test_eval_subset_takes_every_category_in_turn():
 
 
 def test_criterion_means_skip_missing_and_failed_scores():
-    import rewards
+    from rewards import registry as rewards
 
     details = [
         {"curiosity": 0.2, "scrutiny": None, "reward": 0.2},
@@ -250,7 +250,7 @@ def test_criterion_means_skip_missing_and_failed_scores():
 
 
 def test_pushback_detector():
-    from rewards import pushes_back
+    from rewards.registry import pushes_back
 
     assert pushes_back("Actually, the Great Wall is not visible from the Moon.")
     assert pushes_back("That is a common MISCONCEPTION.")

@@ -10,7 +10,7 @@ from core import backend  # noqa: F401  (OpenBLAS before mlx)
 from tqdm import tqdm
 
 from gwen import Gwen
-from rewards import opening_negation
+from rewards.registry import opening_negation
 
 rows = [json.loads(line) for line in open("runs/ctl240_prompts.jsonl")]
 g = Gwen.load("models/sft-smollm2-135m")

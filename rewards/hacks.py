@@ -23,8 +23,8 @@ from core.diversity import ngrams, repetition_rate, words
 
 import numpy as np
 
-import rewards
-from rewards import pushes_back
+from rewards import registry as rewards
+from rewards.registry import pushes_back
 
 
 def _need(ok: bool, message: str) -> None:

@@ -6,8 +6,8 @@ labelled by Stockfish. A: (environment prediction) `A: <FEN>+<move>+<history>+` 
 This module defines the formats, validates labelled JSONL data (`load_chess`), parses
 completions and scores them against their labels (`chess_reward`, `make_chess_reward`,
 `chess_reward_details`): it never raises on a model's output and needs no engine. It does not
-make the data (chess_data.py, the Stockfish generator), train, sample or hold a chat template
-(tasks.py). Formats, conventions and reward formulas: knowledge/chess.md.
+make the data (tasks/chess_data.py, the Stockfish generator), train, sample or hold a chat template
+(tasks/registry.py). Formats, conventions and reward formulas: knowledge/chess.md.
 """
 
 import math
@@ -180,7 +180,7 @@ TASK_FIELDS = {
     },
 }
 _REGENERATE = (
-    "regenerate the file with `uv run python chess_data.py generate` (see knowledge/chess.md)"
+    "regenerate the file with `uv run python -m tasks.chess_data generate` (see knowledge/chess.md)"
 )
 
 

@@ -2,7 +2,7 @@
 
 `TASKS` holds one `Task` per name. `values` (the default): the rubric prompts of
 data/prompts.jsonl, the model-judged rubric reward, data/eval.jsonl. `chess`: the P:/A: records
-of data/chess/train.jsonl, the graduated chess reward against their labels (chess_task.py),
+of data/chess/train.jsonl, the graduated chess reward against their labels (tasks/chess_task.py),
 data/chess/val.jsonl (test.jsonl stays held out for a final figure). A task hands the loop
 records with `id`, `prompt` (the user turn) and `category`, the record's group key: the prompt
 category for values, the task type (P or A) for chess. Advantage baselines, rollout logs and
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from core.prompts import EVAL_PROMPTS, TRAIN_PROMPTS, load_prompts
 
-import chess_task
+from tasks import chess_task
 
 
 def load_chess_records(path) -> list[dict]:

@@ -6,7 +6,7 @@ plies) and, for A: records, the move to play; `label_records` labels them, A: by
 command that writes, re-reads (`chess_task.load_chess`) and counts a file. Same seed, n, tasks,
 exclude files and Stockfish version give the same bytes (knowledge/chess.md, "Generator"). Only
 this module needs an engine, and only for P: records; training and scoring never do. It does
-not parse or score completions (chess_task.py).
+not parse or score completions (tasks/chess_task.py).
 """
 
 import argparse
@@ -27,7 +27,7 @@ import chess
 import chess.engine
 from tqdm import tqdm
 
-from chess_task import (
+from tasks.chess_task import (
     HISTORY_PLIES,
     MATE_PAWNS,
     N_CANDIDATES,

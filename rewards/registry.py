@@ -1,19 +1,18 @@
 """Rewards a run can train on: plain reward functions, one registry, and the scorer the loop calls.
 
 A reward function has TRL's contract: `fn(prompts: list[str], completions: list[str], **kw) ->
-list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the
-group baseline); `categories=` carries each prompt's category. `REWARDS` is the registry:
-`rubric` (the model judge, rubric.py), `rm` (a trained reward model folder, reward_model.py),
-`ensemble` (several reward models: their minimum or mean less spread, optionally bounded),
-`happy` (a hackable toy), `asks_question` (the routing task), `stance` (pushback paid by the
-prompt's category: + on false-premise and nonsense prompts, - on controls), `chess`
-(chess_task's graduated reward against the chess task's labels) and `fn` (a user's Python
-function). A reward is a list of weighted components, given as a spec (`rubric`, `rm:PATH`,
-`rubric:0.5,rm:PATH:0.5`), a YAML file (`load_reward_config`: components with arguments, bound
-with functools.partial) or a function (`FILE:NAME`); every name, weight, path and argument is
-checked before any model is loaded. `build_scorer` binds the components and adds the optional
-length penalty; the scorer returns the weighted sum, per-part details and the count of failed
-judgments.
+list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the group
+baseline); `categories=` carries each prompt's category. `REWARDS` is the registry: `rubric` (the
+model judge, rubric.py), `rm` (a trained reward model folder, rewards/reward_model.py), `ensemble`
+(several reward models: their minimum or mean less spread, optionally bounded), `happy` (a hackable
+toy), `asks_question` (the routing task), `stance` (pushback paid by the prompt's category: + on
+false-premise and nonsense prompts, - on controls), `chess` (chess_task's graduated reward against
+the chess task's labels) and `fn` (a user's Python function). A reward is a list of weighted
+components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
+(`load_reward_config`: components with arguments, bound with functools.partial) or a function
+(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
+`build_scorer` binds the components and adds the optional length penalty; the scorer returns the
+weighted sum, per-part details and the count of failed judgments.
 """
 
 import dataclasses
@@ -34,9 +33,9 @@ from core.prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
 
 import numpy as np
 
-import chess_task
-import reward_model
 import rubric
+from rewards import reward_model
+from tasks import chess_task
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
@@ -449,7 +448,7 @@ def _build_rubric(ctx, batch_size: int | None = None, **options):
 # the prompt; a reward model scores it ECHO_SCORE, below anything it gives a real answer (its
 # scores stay within about +-8: center_coef keeps them near 0). knowledge/reward_model.md.
 ECHO_THRESHOLD = 0.8
-REPO = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parent.parent
 
 
 def rm_folder(path: str) -> Path:
@@ -466,10 +465,10 @@ _noted: set[tuple[str, str]] = set()  # (reward model, policy tokenizer) pairs a
 
 
 def note_other_base(path: str, config, ctx) -> None:
-    """One `note:` line on stderr (once per reward model and policy tokenizer in a process) when
-    the reward model's base reads another tokenizer than the policy: a different model family.
-    It still scores the policy's answers (it reads their text and encodes it with its own
-    tokenizer, reward_model.py `encode_parts`), but it learned from another model's answers."""
+    """One `note:` line on stderr (once per reward model and policy tokenizer in a process) when the
+    reward model's base reads another tokenizer than the policy: a different model family. It still
+    scores the policy's answers (it reads their text and encodes it with its own tokenizer,
+    rewards/reward_model.py `encode_parts`), but it learned from another model's answers."""
     policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
     if policy_sha == config.tokenizer_sha256 or (path, policy_sha) in _noted:
         return
