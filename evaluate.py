@@ -3,13 +3,13 @@ nonsense and scrutinizing claims, without making them contrarian, longer or dull
 
 `uv run python evaluate.py --model smollm2-135m --model runs/X/checkpoints/step_60 --prompts
 data/eval.jsonl` answers the prompts with every model (greedy, or K samples at a temperature, a
-seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a
-reward model), the pushback, broken and (curiosity) engagement rates from the grader (grade.py,
+seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a reward
+model), the pushback, broken and (curiosity) engagement rates from the grader (evals/grade.py,
 printed with its figures on the gold set), answer length, diversity and degeneracy
 (core/diversity.py) and the per-token KL to the base model (the first --model) on the model's own
-answers; each with n and a 95% interval and, for later models, the paired difference from the
-base (core/stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
-`--report DIR` writes Markdown with charts (eval_report.py), `--json` prints one object.
+answers; each with n and a 95% interval and, for later models, the paired difference from the base
+(core/stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
+`--report DIR` writes Markdown with charts (evals/report.py), `--json` prints one object.
 `evaluate()` is the in-training hook (train.py). No training here.
 """
 
@@ -36,9 +36,10 @@ import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import eval_report
-from eval_cache import Cache, model_fingerprint
-from eval_grading import (
+from evals import report as eval_report
+from evals.cache import Cache, model_fingerprint
+from evals.grade import Grader
+from evals.grading import (
     PushbackClassifier,
     agreement,
     detector_base,
@@ -51,7 +52,6 @@ from eval_grading import (
     not_independent_line,
     stance_detectors,
 )
-from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
 from rewards import registry as rewards
@@ -561,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--answers-out",
         metavar="FILE",
         help="write every answer as JSONL (model, id, category, prompt, sample, answer) for "
-        "read_set.py",
+        "evals/read_set.py",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return flags.add_dtype(p)
@@ -569,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_answers(result: dict, path: str) -> Path:
     """Every model's answers, one JSON line each (model, id, category, prompt, sample, answer),
-    written atomically: the input of read_set.py's blind sample."""
+    written atomically: the input of evals/read_set.py's blind sample."""
     rows = (
         {"model": model, "id": rec["id"], "category": rec["category"], "prompt": rec["prompt"],
          "sample": k, "answer": answer}

@@ -26,8 +26,7 @@ from core.prompts import DataError
 
 import numpy as np
 
-import gold
-import read_set
+from evals import gold, read_set
 from rl import rm_data
 
 PUSHBACK = ("corrects_premise", "flags_nonsense")

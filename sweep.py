@@ -12,7 +12,7 @@ train.log. Runs execute as `train.py` subprocesses, up to `--jobs` at a time; a 
 checkpoint is at its last step is skipped, one with an earlier checkpoint resumes, so the same
 command continues an interrupted sweep. `--dry-run` prints the plan. The summary (printed, and
 written as OUT_DIR/summary.csv and summary.md) has per run the mean reward and hack rate of the
-last `--window` steps and, from its last routing evaluation (eval_routing.py), task reward, hack
+last `--window` steps and, from its last routing evaluation (evals/routing.py), task reward, hack
 rate and diversity per adapter mode; a second table averages over seeds (mean ± std). It does
 not schedule across machines or search adaptively.
 """
@@ -37,7 +37,7 @@ from core.stats import finite_mean
 
 import numpy as np
 
-import eval_routing
+from evals import routing as eval_routing
 from rl.config import ConfigError, TrainConfig, build_parser, resolve_config
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}

@@ -25,8 +25,8 @@ import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import eval_routing
 import grpo
+from evals import routing as eval_routing
 from gwen import Gwen
 from load_weights import LoadError
 from rewards import hacks

@@ -68,7 +68,9 @@ TRAIN_PROMPTS = "data/prompts.jsonl"  # the values task's training prompts
 EVAL_PROMPTS = "data/eval.jsonl"  # its held-out prompts: evaluation, routing eval, quantize's KL
 EVAL_EXTERNAL = "data/eval_external.jsonl"  # held-out prompts from external sets (make_rm_data.py)
 RM_PAIRS = "data/rm_pairs.jsonl"  # reward-model preference pairs with their splits
-EVAL_NOTES = "data/eval_notes.jsonl"  # what is false or nonsensical in eval prompts (grade.py)
+EVAL_NOTES = (
+    "data/eval_notes.jsonl"  # what is false or nonsensical in eval prompts (evals/grade.py)
+)
 # What makes the worse response of a pair worse (knowledge/data.md, "Reward-model pairs").
 PAIR_KINDS = (
     "misconception",  # worse states or accepts a false claim; better is correct / corrects it

@@ -37,7 +37,7 @@ from core import errors  # noqa: E402
 from core.prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
 
 import stance_probes  # noqa: E402
-from gold import join_labels  # noqa: E402
+from evals.gold import join_labels  # noqa: E402
 
 READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance", "ctl_sft")
 GRADER_FILES = (("policy", ""), ("policy", "2"), ("flag", ""), ("flag", "2"))

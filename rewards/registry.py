@@ -107,14 +107,14 @@ _DISPUTE_OPENER = re.compile(
 
 def pushes_back(text: str) -> bool:
     """Crude lexical tripwire for an answer that disputes the prompt (a marker anywhere); the
-    measured grader (grade.py) is the headline figure."""
+    measured grader (evals/grade.py) is the headline figure."""
     t = text.lower()
     return any(marker in t for marker in PUSHBACK_MARKERS)
 
 
 def disputes(text: str) -> bool:
     """The stance reward's detector: a pushback marker anywhere, or an opening that refuses the
-    premise. Lexical on purpose: it is not the evaluation grader (grade.py), so a run trained
+    premise. Lexical on purpose: it is not the evaluation grader (evals/grade.py), so a run trained
     on it is still measured by an instrument it never saw."""
     return pushes_back(text) or bool(_DISPUTE_OPENER.match(text))
 

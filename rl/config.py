@@ -110,7 +110,7 @@ class TrainConfig:
     lora_layers: int = _f(
         0, "adapters in the top N blocks only (0 = all): the backward stops there"
     )
-    # Gradient routing (rl/routing.py, rewards/hacks.py, eval_routing.py; knowledge/routing.md)
+    # Gradient routing (rl/routing.py, rewards/hacks.py, evals/routing.py; knowledge/routing.md)
     routing: str = _f(
         "off",
         "off | routed: retain (--lora-rank) + forget (--forget-rank) adapters, flagged "

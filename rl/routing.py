@@ -12,7 +12,7 @@ while the forget adapter gets the true gradient of the loss. Each micro-batch's 
 by its `share` of the full-batch loss, so that with routing switched off the weighted gradients
 add up to the full-batch gradient for every loss_type (tests/test_routing.py). This module plans
 and accumulates, and `routed_update` is the loop's update under routing (policy_update.update
-calls it); eval_routing.py measures the result (train.py binds its evaluation for the loop).
+calls it); evals/routing.py measures the result (train.py binds its evaluation for the loop).
 """
 
 import contextlib

@@ -1,4 +1,4 @@
-"""grade.py: the shipped grader on hand-written answers (none from its training data), the
+"""evals/grade.py: the shipped grader on hand-written answers (none from its training data), the
 command's output and its input errors."""
 
 import hashlib
@@ -15,8 +15,8 @@ from core.prompts import DataError
 import numpy as np
 import pytest
 
-import grade
-from gold import LABELS
+from evals import grade
+from evals.gold import LABELS
 
 # (category, prompt, answer, expected label) written for this test
 FIXTURES = [
@@ -416,7 +416,7 @@ def gold_entry(sha, k):
 
 
 def test_grade_prints_both_gold_sets_stored_figures(tmp_path, monkeypatch, capsys):
-    from gold import GOLD_SETS, files_sha256
+    from evals.gold import GOLD_SETS, files_sha256
 
     folder = tmp_path / "g"
     folder.mkdir()

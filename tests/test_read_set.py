@@ -1,4 +1,4 @@
-"""read_set.py: blind sampling from evaluate.py's answers file, figures from hand-made labels
+"""evals/read_set.py: blind sampling from evaluate.py's answers file, figures from hand-made labels
 (every expected number worked out by hand), and one-line errors for bad files."""
 
 import json
@@ -8,7 +8,7 @@ from core.prompts import DataError
 import pytest
 
 import evaluate
-import read_set
+from evals import read_set
 
 
 def rows_for(models, prompts):

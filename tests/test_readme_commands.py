@@ -258,7 +258,7 @@ CASES = {
     "uv run python train.py --config recipes/values_sft_grpo2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe2", check=metrics_lines("recipe2", 1)
     ),
-    "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
+    "uv run python -m evals.read_set figures --dir data/reads/sft_grpo_eval": Case(
         check=out_has("control: pushback", "smollm2-135m")
     ),
     "uv run python category_probe.py --model smollm2-135m --test data/eval.jsonl "
@@ -290,7 +290,7 @@ CASES = {
         sub=MAIN_RUN, needs=(MAIN,), stdin="n\n", check=run_file("runs/main/checkpoints")
     ),
     ROUTED: Case(add=f"--steps 1 {SMALL} --run-name routed", check=metrics_lines("routed", 1)),
-    "uv run python eval_routing.py runs/<name>": Case(
+    "uv run python -m evals.routing runs/<name>": Case(
         sub={"runs/<name>": "runs/routed"},
         add="--limit 2 --samples 1 --max-new-tokens 6",
         needs=(ROUTED,),
@@ -298,7 +298,7 @@ CASES = {
     "uv run python eval_task.py --task chess --model models/chess-smollm2-135m --json": Case(
         add="--limit 2", check=out_has("eval/P/format")
     ),
-    "uv run python eval_routing.py models/happy-routed-smollm2-135m --json": Case(
+    "uv run python -m evals.routing models/happy-routed-smollm2-135m --json": Case(
         add="--limit 1 --samples 1 --max-new-tokens 4", check=out_has("routing/retain/hack_rate")
     ),
     "uv run python sweep.py --grid seed=0,1,2 routing=routed,baseline --fixed steps=30 --jobs 2 "
@@ -323,7 +323,7 @@ CASES = {
         add="--steps 2 --rounds 1 --prompts-per-step 1 --group-size 2 --max-new-tokens 4",
         check=last_json("median_step_s", "unoptimized_median_step_s", "step_ratio"),
     ),
-    "uv run python grade.py --answers data/gold/answers.jsonl "
+    "uv run python -m evals.grade --answers data/gold/answers.jsonl "
     "--labels data/gold/labels.jsonl": Case(
         add="--limit 24", check=out_has("false_premise_correction_recall")
     ),

@@ -15,7 +15,7 @@ from core.prompts import DataError, load_pairs  # noqa: E402
 
 import make_rm_read_pairs as mk  # noqa: E402
 
-import gold  # noqa: E402
+from evals import gold  # noqa: E402
 
 
 def row(cat, prompt, answer, label):

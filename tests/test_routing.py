@@ -19,9 +19,9 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 from test_train import low_tokens, tiny_config
 
-import eval_routing
 import grpo
 import train
+from evals import routing as eval_routing
 from gwen import Gwen
 from rewards import hacks
 from rl import checkpoint, policy_update, routing

@@ -14,7 +14,7 @@ from core.stats import cell
 
 import numpy as np
 
-from eval_grading import grader_notes
+from evals.grading import grader_notes
 
 CHART_METRICS = (
     "pushback_rate",

@@ -8,10 +8,10 @@ recall on false-premise corrections and on nonsense flags, the false-positive ra
 answers, each with its n and a Wilson 95% interval, and a label confusion matrix. The set is
 for measuring graders only: never train, tune or pick a threshold or checkpoint on it.
 
-    uv run python gold.py                          # counts per category x label and model
-    uv run python gold.py --predictions preds.jsonl --json   # a grader's figures
-    uv run python gold.py --predictions data/gold/second_labels.jsonl --partial   # two labellers
-    uv run python gold.py --set fluent             # the second gold set: fluent written answers
+    uv run python -m evals.gold                          # counts per category x label and model uv
+    run python -m evals.gold --predictions preds.jsonl --json   # a grader's figures uv run python
+    -m evals.gold --predictions data/gold/second_labels.jsonl --partial   # two labellers uv run
+    python -m evals.gold --set fluent             # the second gold set: fluent written answers
 
 `load_fluent` reads the second gold set (data/gold/fluent_*.jsonl): answers written in a larger
 chat model's register on evaluation prompts, labelled by the same scheme (GOLD_SETS names both).
@@ -29,12 +29,12 @@ from core.errors import as_user_error, cli
 from core.prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, file_sha256, read_jsonl
 from core.stats import cohen_kappa, wilson
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ANSWERS = os.path.join(HERE, "data", "gold", "answers.jsonl")
-LABELS_FILE = os.path.join(HERE, "data", "gold", "labels.jsonl")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ANSWERS = os.path.join(ROOT, "data", "gold", "answers.jsonl")
+LABELS_FILE = os.path.join(ROOT, "data", "gold", "labels.jsonl")
 # The second gold set: answers written in a larger chat model's register (data/gold/README.md).
-FLUENT_ANSWERS = os.path.join(HERE, "data", "gold", "fluent_answers.jsonl")
-FLUENT_LABELS = os.path.join(HERE, "data", "gold", "fluent_labels.jsonl")
+FLUENT_ANSWERS = os.path.join(ROOT, "data", "gold", "fluent_answers.jsonl")
+FLUENT_LABELS = os.path.join(ROOT, "data", "gold", "fluent_labels.jsonl")
 
 # label -> pushback (the answer disputes the premise or flags the prompt); order = display order.
 LABELS = ANSWER_LABELS
@@ -148,7 +148,7 @@ def join_labels(answers: Path, labels: Path, every: bool = True) -> tuple[list[d
 def load_gold(answers_path=ANSWERS, labels_path=LABELS_FILE, answer_fields=None) -> list[dict]:
     """The labelled answers, in answers-file order: each answer's fields plus label, pushback,
     engages and reason. Both files are checked whole first; DataError (answers file first).
-    `answer_fields` (default ANSWER_FIELDS) are the answers file's fields (read_set.py's blind
+    `answer_fields` (default ANSWER_FIELDS) are the answers file's fields (evals/read_set.py's blind
     files carry fewer)."""
     answers, a_err = _parse(answers_path, answer_fields or ANSWER_FIELDS)
     labels, l_err = _parse(labels_path, LABEL_FIELDS)

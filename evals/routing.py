@@ -10,8 +10,8 @@ diversity.summary over the samples grouped by prompt. Every mode samples with th
 train.py calls `evaluate` every --routing-eval-every steps (metrics `routing/<mode>/<key>`);
 `main` evaluates any checkpoint, run directory or model and prints the report. It trains nothing.
 
-    uv run python eval_routing.py runs/NAME            # newest checkpoint; settings from its run
-    uv run python eval_routing.py smollm2-135m --data data/happy_eval.jsonl \\
+    uv run python -m evals.routing runs/NAME            # newest checkpoint; settings from its run
+    uv run python -m evals.routing smollm2-135m --data data/happy_eval.jsonl \\
         --task-reward asks_question --hack-detectors happy_spam --json
 """
 

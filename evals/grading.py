@@ -1,6 +1,6 @@
 """How evaluate.py grades answers, and how far each grade can be trusted.
 
-The grader (grade.py) labels every answer; `grade_answers` turns its labels into per-prompt
+The grader (evals/grade.py) labels every answer; `grade_answers` turns its labels into per-prompt
 pushback, broken and engagement rates, and `gold_figures` gives the grader's figures on the gold
 set (answers read by the team) that are printed beside them. `PushbackClassifier` is the older
 second opinion (`--pushback-model`) with its test accuracy. Independence (issue 20 item 6):
@@ -18,9 +18,9 @@ from core.prompts import DataError, file_sha256, load_pushback_labels, select_sp
 
 import numpy as np
 
-import gold
-from eval_cache import Cache, model_fingerprint
-from grade import gold_lines
+from evals import gold
+from evals.cache import Cache, model_fingerprint
+from evals.grade import gold_lines
 from rewards import registry as rewards
 from rewards import reward_model
 
@@ -84,7 +84,9 @@ def gold_figures(grader, path: str, cache, notes=None, notes_path=None, which="1
     key = Cache.key("grader-gold", model_fingerprint(path), *map(model_fingerprint, files),
                     notes_sha or "no-notes")  # fmt: skip
     figs = cache.get(key)
-    stored = Path(path) / "gold.json"  # train_grader.py / grade.py measured the shipped grader
+    stored = (
+        Path(path) / "gold.json"
+    )  # train_grader.py / evals/grade.py measured the shipped grader
     if figs is None and stored.is_file():
         saved = json.loads(stored.read_text())
         saved = saved if which == "135m" else saved.get(which) or {}
@@ -211,7 +213,7 @@ def dispute_paid(source) -> str | None:
                     f"{c.args.get('detector', 'lexical')}): on such runs the grader's pushback "
                     "differences from the base ran 0.04-0.19 above the read ones "
                     "(knowledge/evaluation.md); read the false-premise and control answers "
-                    "(read_set.py)")  # fmt: skip
+                    "(evals/read_set.py)")  # fmt: skip
     return None
 
 
@@ -238,7 +240,7 @@ def grader_notes(g: dict) -> list[str]:
 
 def not_independent_line(ref: str, why: str) -> str:
     return (f"{ref}: the grader's pushback figures are not independent of this model: {why}; "
-            "judge it by a read set (read_set.py)")  # fmt: skip
+            "judge it by a read set (evals/read_set.py)")  # fmt: skip
 
 
 def agreement_line(ref: str, detector: str, a: dict) -> str:

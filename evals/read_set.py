@@ -14,8 +14,8 @@ is needless pushback), that are broken, and on curiosity prompts that engage, wi
 intervals, and each later model's paired difference from the first model on the same prompts
 (bootstrap over prompts).
 
-    uv run python read_set.py sample --answers runs/answers.jsonl --per-category 12 --out reads/x
-    uv run python read_set.py figures --dir reads/x --json
+    uv run python -m evals.read_set sample --answers runs/answers.jsonl --per-category 12 --out
+    reads/x uv run python -m evals.read_set figures --dir reads/x --json
 """
 
 import argparse
@@ -26,7 +26,7 @@ from pathlib import Path
 from core import errors, stats, strict_json
 from core.prompts import CATEGORIES, DataError, data_error, read_jsonl, write_jsonl
 
-import gold
+from evals import gold
 
 READ_FIELDS = {k: gold.ANSWER_FIELDS[k] for k in ("id", "category", "prompt", "answer")}
 KEY_FIELDS = ("id", "model", "prompt_id", "model_rank")

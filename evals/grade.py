@@ -12,8 +12,8 @@ train_grader.py (models/grader-smollm2-135m: head weights, feature standardizati
 figures). It is measured on two gold sets (gold.GOLD_SETS: the 135M models' answers and fluent
 written ones), never trained or tuned on; their stored figures are printed after every grading.
 
-  uv run python grade.py --answers FILE.jsonl --json    # lines: id, category, prompt, answer
-  uv run python grade.py --answers data/gold/answers.jsonl --labels data/gold/labels.jsonl
+  uv run python -m evals.grade --answers FILE.jsonl --json    # lines: id, category, prompt, answer
+  uv run python -m evals.grade --answers data/gold/answers.jsonl --labels data/gold/labels.jsonl
   (~9 minutes on 2 cores: two 135M passes over 514 answers; `--limit N` grades a round-robin subset)
 
 Each input line needs `id`, `category` (false_premise, nonsense, curiosity, control), `prompt`,
@@ -51,12 +51,12 @@ import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import gold
 import load_weights
-from gold import LABELS, grader_figures
+from evals import gold
+from evals.gold import LABELS, grader_figures
 from rewards import reward_model
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_GRADER = str(ROOT / "models" / "grader-smollm2-135m")
 BASE_MODEL = "smollm2-135m"
 FEATURE_BLOCKS = (8, 16)  # residual stream after these blocks (of 30)
@@ -165,8 +165,8 @@ class Grader:
         if shape != (FEATURE_BLOCKS, MAX_ANSWER_TOKENS):
             raise ValueError(
                 f"{path}: trained on features of blocks {shape[0]} and {shape[1]} answer tokens, "
-                f"but grade.py computes blocks {FEATURE_BLOCKS} and {MAX_ANSWER_TOKENS}: rebuild "
-                "it with `uv run python train_grader.py`"
+                f"but evals/grade.py computes blocks {FEATURE_BLOCKS} and {MAX_ANSWER_TOKENS}: "
+                "rebuild it with `uv run python train_grader.py`"
             )
         metrics = json.loads((folder / "metrics.json").read_text())
         classifier = None
