@@ -233,7 +233,7 @@ def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), fla
     returns extra problems for a record that passed the field checks; `optional` and `flags` are
     passed to `_check_record`."""
     path = os.fspath(path)
-    values, errors = read_jsonl(path, "check the path or run `uv run python data/make_data.py`")
+    values, errors = read_jsonl(path, "check the path or run `uv run python -m data.make_data`")
     records = []
     first_seen = {name: {} for name in ("id", *unique_text)}
     for line_no, record in values:

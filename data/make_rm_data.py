@@ -10,7 +10,7 @@ within its group (`assign_splits`), adjusted only by the disjointness rules. Thi
 or an evaluator. Rules and counts: knowledge/data.md, "Reward-model pairs, external eval prompts,
 pushback labels".
 
-Run from the repo root:  uv run python data/make_rm_data.py
+Run from the repo root:  uv run python -m data.make_rm_data
 """
 
 import argparse
@@ -23,13 +23,8 @@ import statistics
 import sys
 from collections import Counter
 
-import yaml
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-from core import errors  # noqa: E402
-from core.prompts import (  # noqa: E402
+from core import errors
+from core.prompts import (
     CATEGORIES,
     CRITERIA,
     PAIR_CRITERION,
@@ -44,6 +39,10 @@ from core.prompts import (  # noqa: E402
     output_folder,
     write_jsonl,
 )
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 EXTERNAL = os.path.join(HERE, "external")
 SOURCES = os.path.join(HERE, "rm_sources")

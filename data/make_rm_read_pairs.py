@@ -19,25 +19,23 @@ folder), byte-identical on every run; train with
 
     uv run python train_rm.py --extra-pairs data/rm_read_pairs.jsonl ...
 
-Run from the repo root:  uv run python data/make_rm_read_pairs.py
+Run from the repo root:  uv run python -m data.make_rm_read_pairs
 """
 
 import argparse
 import hashlib
 import json
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
+from core import errors
+from core.prompts import DataError, held_out_prompts, load_pairs, norm, output_folder
+
+import stance_probes
+from evals.gold import join_labels
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core import errors  # noqa: E402
-from core.prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
-
-import stance_probes  # noqa: E402
-from evals.gold import join_labels  # noqa: E402
 
 READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance", "ctl_sft")
 GRADER_FILES = (("policy", ""), ("policy", "2"), ("flag", ""), ("flag", "2"))

@@ -221,9 +221,7 @@ BUILDERS = {
 
 
 def builder(name: str):
-    if str(ROOT / "data") not in sys.path:
-        sys.path.insert(0, str(ROOT / "data"))  # scripts in data/, not a package
-    return __import__(name)
+    return importlib.import_module(f"data.{name}")
 
 
 def test_every_builder_has_cases():
@@ -247,8 +245,7 @@ def call_builder(name: str, argv: list[str], tmp_path: Path, capsys) -> tuple[in
     if DATASETS in argv:
         subs[DATASETS] = str(fake_datasets(tmp_path / "datasets"))
     argv = [subs.get(a, a) for a in fill(argv, tmp_path)]
-    builder(name)
-    return call(name, argv, capsys)
+    return call(builder(name).__name__, argv, capsys)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

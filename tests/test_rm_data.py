@@ -3,7 +3,6 @@ data/pushback_labels.jsonl) loads, keeps its splits held out, covers every categ
 test, and is exactly what data/make_rm_data.py builds; the loaders and the builder reject bad
 input with the file and the line."""
 
-import importlib.util
 import json
 import os
 import re
@@ -57,12 +56,9 @@ def eval_prompts():
 
 @pytest.fixture(scope="module")
 def builder():
-    spec = importlib.util.spec_from_file_location(
-        "make_rm_data", os.path.join(DATA, "make_rm_data.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from data import make_rm_data
+
+    return make_rm_data
 
 
 def prompts_in(records, *splits):

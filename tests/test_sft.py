@@ -3,7 +3,6 @@ prompt-disjoint split, checkpoints that load through load_weights (and take GRPO
 and bad data refused with one line before any model work."""
 
 import dataclasses
-import importlib
 import json
 import math
 import os
@@ -30,12 +29,11 @@ import opener_gate
 import sft
 import stance_pairs
 import train
+from data import make_sft
 from load_weights import load, resolve
 from rl import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package
-make_sft = importlib.import_module("make_sft")
 
 
 def test_answer_mask_by_hand():
@@ -289,7 +287,7 @@ def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
     shipped = (ROOT / "data/sft/written.jsonl").read_bytes()
     for seed in ("1", "2"):
         out = tmp_path / seed
-        cmd = [sys.executable, str(ROOT / "data/make_sft.py"), "--out", str(out)]
+        cmd = [sys.executable, "-m", "data.make_sft", "--out", str(out)]
         env = dict(os.environ, PYTHONHASHSEED=seed)
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
         assert (out / "written.jsonl").read_bytes() == shipped
