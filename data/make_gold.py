@@ -254,9 +254,7 @@ def main(argv=None) -> None:
         first_id = appended_after(a.out, earlier)
     check_paths(a, {r["model"] for r in rows} - {BASE})
 
-    from core import (
-        backend,  # start-up: MLX and the model code load after the arguments are checked
-    )
+    from core import backend  # start-up: MLX and the model load after the arguments' check
 
     from gwen import Gwen  # start-up
     from load_weights import load  # start-up
