@@ -14,18 +14,15 @@ import statistics
 import sys
 import time
 
-import backend
+from core import backend, errors, flags, strict_json
+from core.sampling import sample_numpy
 
 import mlx.core as mx
 import mlx.utils
 import numpy as np
 
-import errors
-import flags
-import strict_json
 from gwen import Gwen, check_sampling
 from load_weights import MODEL_HELP
-from sampling import sample_numpy
 
 PROMPTS = [
     "Why is the sky blue during the day but red at sunset?",

@@ -24,16 +24,14 @@ import sys
 import threading
 from dataclasses import dataclass
 
-import backend
+from core import backend, errors, flags
+from core.prompts import CATEGORIES
 
-import errors
-import flags
-import rewards
-import tasks
 from gwen import Gwen
 from load_weights import MODEL_HELP, ModelSource, resolve
-from prompts import CATEGORIES
-from reference import starting_judge
+from rewards import registry as rewards
+from rl.reference import starting_judge
+from tasks import registry as tasks
 
 DEFAULT_MODEL = "smollm2-135m"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

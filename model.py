@@ -14,13 +14,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
+from core import cpu_ops
+
 import mlx.core as mx
 import mlx.nn as nn
-
-import cpu_ops
 
 SUPPORTED_MODEL_TYPES = ("qwen3", "llama")
 

@@ -1,6 +1,6 @@
 """Quantize a policy or a reward model to 8 or 4 bits, write it as a folder, measure what was lost.
 
-The quantization itself is quant.py's one rule (MLX affine, 8 or 4 bits, the transformer-block
+The quantization itself is core/quant.py's one rule (MLX affine, 8 or 4 bits, the transformer-block
 Linears; the embedding / LM head stays in float). This command writes a policy's quantized copy
 as a folder in mlx-lm's layout (quant.save_model), which load_weights reads back, so a quantized
 folder loads anywhere a model path is accepted. A reward model becomes self-contained: its
@@ -22,23 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-import backend
+from core import backend
 
 # isort: split
-import mlx.core as mx
-import numpy as np
-from mlx.utils import tree_flatten
-from tqdm import tqdm
-
-import errors
-import flags
-import reward_model
-import stats
-import strict_json
-from gwen import Gwen, sequence_hidden, sequence_logprobs
-from kernels import full_kl
-from load_weights import MODEL_HELP, LoadError, resolve
-from prompts import (
+from core import errors, flags, stats, strict_json
+from core.kernels import full_kl
+from core.prompts import (
     EVAL_PROMPTS,
     RM_PAIRS,
     SPLITS,
@@ -47,7 +36,7 @@ from prompts import (
     load_prompts,
     select_split,
 )
-from quant import (
+from core.quant import (
     block_linears,
     check_settings,
     copy_model,
@@ -55,6 +44,15 @@ from quant import (
     quantized_layers,
     save_model,
 )
+
+import mlx.core as mx
+import numpy as np
+from mlx.utils import tree_flatten
+from tqdm import tqdm
+
+from gwen import Gwen, sequence_hidden, sequence_logprobs
+from load_weights import MODEL_HELP, LoadError, resolve
+from rewards import reward_model
 
 REPORT_FILE = "quantize_report.json"
 

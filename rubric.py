@@ -17,16 +17,17 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-import backend  # noqa: F401  (loads OpenBLAS before mlx)
+from core import (
+    backend,  # noqa: F401  (loads OpenBLAS before mlx)
+    chat_format,
+    cpu_ops,
+    kernels,
+)
+from core.diversity import jaccard, word_count
+from core.prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA, JUDGED_ON
 
 import mlx.core as mx
 import numpy as np
-
-import chat_format
-import cpu_ops
-import kernels
-from diversity import jaccard, word_count
-from prompts import CATEGORIES, CATEGORY_NOTES, CRITERIA, JUDGED_ON
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import errors
-import strict_json
-from run_folder import is_run_folder, read_metrics
+from core import errors, strict_json
+from core.run_folder import is_run_folder, read_metrics
 
 KEY_METRICS = ("reward_mean", "eval/reward", "kl_mean", "loss", "val_accuracy")
 SORT_KEYS = ("name", "time", "steps", "reward", "kl", "eval", "size")

@@ -26,23 +26,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend
+from core import backend, errors, flags, lora, precision, strict_json
+from core.forced import encode, make_batch, token_nll
+from core.prompts import CATEGORIES, DataError, load_sft
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from tqdm import tqdm
 
-import checkpoint
-import errors
-import flags
-import lora
-import precision
-import runlog
-import strict_json
-from forced import encode, make_batch, token_nll
 from load_weights import LoadError, load
-from prompts import CATEGORIES, DataError, load_sft
+from rl import checkpoint, runlog
 
 _f = flags.option
 
@@ -116,7 +110,7 @@ def load_data(files: list[str]) -> list[dict]:
     records, where = [], {}
     for path in files:
         if not Path(path).is_file():
-            raise DataError(f"{path}: file not found; build it: uv run python data/make_sft.py")
+            raise DataError(f"{path}: file not found; build it: uv run python -m data.make_sft")
         for r in load_sft(path):
             first = where.setdefault(r["id"], path)
             if first != path:

@@ -12,7 +12,7 @@ train.log. Runs execute as `train.py` subprocesses, up to `--jobs` at a time; a 
 checkpoint is at its last step is skipped, one with an earlier checkpoint resumes, so the same
 command continues an interrupted sweep. `--dry-run` prints the plan. The summary (printed, and
 written as OUT_DIR/summary.csv and summary.md) has per run the mean reward and hack rate of the
-last `--window` steps and, from its last routing evaluation (eval_routing.py), task reward, hack
+last `--window` steps and, from its last routing evaluation (evals/routing.py), task reward, hack
 rate and diversity per adapter mode; a second table averages over seeds (mean ± std). It does
 not schedule across machines or search adaptively.
 """
@@ -32,14 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import errors, run_folder, strict_json
+from core.stats import finite_mean
+
 import numpy as np
 
-import errors
-import eval_routing
-import run_folder
-import strict_json
-from config import ConfigError, TrainConfig, build_parser, resolve_config
-from stats import finite_mean
+from evals import routing as eval_routing
+from rl.config import ConfigError, TrainConfig, build_parser, resolve_config
 
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 RESERVED = {"out_dir", "run_name"}  # the sweep decides where each run lives

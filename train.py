@@ -1,13 +1,14 @@
 """GRPO training for rl-values: sample groups, score them, take a clipped policy step, record all.
 
 Each step takes B prompts from the shuffled training set (prompts.PromptStream), samples G
-completions per prompt (prompt prefilled once), scores them with the reward spec (rewards.py: the
-model-judged rubric by default), turns rewards into group-relative advantages (grpo.py), and
-updates the policy on the GRPO loss with an optional KL penalty to a frozen reference
-(policy_update.py, reference.py). Every random draw is keyed by (seed, step), so a run resumed
-from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run exactly.
-Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG curves
-(runlog.py), and TensorBoard events in RUN_DIR/tb/ (tblog.py). It is the loop and its CLI.
+completions per prompt (prompt prefilled once), scores them with the reward spec
+(rewards/registry.py: the model-judged rubric by default), turns rewards into group-relative
+advantages (grpo.py), and updates the policy on the GRPO loss with an optional KL penalty to a
+frozen reference (rl/policy_update.py, rl/reference.py). Every random draw is keyed by (seed, step),
+so a run resumed from a checkpoint (run_state.save_run / resume_run) repeats the uninterrupted run
+exactly. Writes RUN_DIR/metrics.jsonl, RUN_DIR/rollouts.sqlite, checkpoints and (with --plot) PNG
+curves (rl/runlog.py), and TensorBoard events in RUN_DIR/tb/ (rl/tblog.py). It is the loop and its
+CLI.
 """
 
 import dataclasses
@@ -17,38 +18,34 @@ import sys
 import time
 from pathlib import Path
 
-import backend
+from core import backend, errors, lora, precision, quant, run_folder, strict_json
+from core.prompts import prompt_stream
 
 import mlx.core as mx
 import numpy as np
 from tqdm import tqdm
 
-import checkpoint
-import distributed
-import errors
-import eval_hook
-import eval_routing
 import grpo
-import hacks
-import lora
-import policy_update
-import precision
-import quant
-import reward_refresh
-import rewards
-import routing
-import run_folder
-import runlog
-import strict_json
-import tasks
-import tblog
-from config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
+from evals import routing as eval_routing
 from gwen import Gwen
 from load_weights import LoadError
-from prompts import prompt_stream
-from reference import Reference, default_judge, trunk_depth
-from rollout_batch import Rollout
-from run_state import Run, resume_run, save_run
+from rewards import hacks
+from rewards import registry as rewards
+from rl import (
+    checkpoint,
+    distributed,
+    eval_hook,
+    policy_update,
+    reward_refresh,
+    routing,
+    runlog,
+    tblog,
+)
+from rl.config import ConfigError, TrainConfig, build_parser, resolve_config  # noqa: F401 (tests)
+from rl.reference import Reference, default_judge, trunk_depth
+from rl.rollout_batch import Rollout
+from rl.run_state import Run, resume_run, save_run
+from tasks import registry as tasks
 
 # Where a run is written: rank 0's folder is every rank's (distributed.main_value), so these
 # may differ between ranks (e.g. a temporary folder each).
@@ -120,7 +117,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         _apply_adapters(model, cfg)
     model.train()
     schedule = precision.schedule(cfg.lr, cfg.warmup_steps, start=1e-3)
-    # float32 moments, and float32 master weights under half-precision ones (precision.py)
+    # float32 moments, and float32 master weights under half-precision ones (core/precision.py)
     optimizer = precision.adamw(
         model.trainable_parameters(), learning_rate=schedule, weight_decay=cfg.weight_decay
     )

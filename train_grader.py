@@ -1,4 +1,5 @@
-"""Build the evaluation grader (grade.py) from labelled answers; write models/grader-smollm2-135m.
+"""Build the evaluation grader (evals/grade.py) from labelled answers; write
+models/grader-smollm2-135m.
 
 Training data (data/grader/README.md), every prompt that appears in data/eval.jsonl or
 data/eval_external.jsonl dropped, splits disjoint by prompt:
@@ -30,19 +31,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import backend
+from core import backend, errors, strict_json
+from core import prompts as prompts_mod
+from core.atomic import atomic_folder, atomic_write
+from core.prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
 
 import numpy as np
 from tqdm import tqdm
 
-import errors
-import gold
-import prompts as prompts_mod
-import reward_model
-import strict_json
-from atomic import atomic_folder, atomic_write
-from gold import LABELS, grader_figures
-from grade import (
+from evals import gold
+from evals.gold import LABELS, grader_figures
+from evals.grade import (
     DEFAULT_GRADER,
     FEATURE_BLOCKS,
     LABEL_NAMES,
@@ -54,7 +53,7 @@ from grade import (
     softmax,
     within_side,
 )
-from prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
+from rewards import reward_model
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -472,7 +471,7 @@ def gold_summary(folder: Path) -> str:
 
 def measure_gold(folder: Path, notes_path: str | None = EVAL_NOTES) -> dict:
     """The finished grader's figures on both gold sets (gold.GOLD_SETS: the 135M models' answers
-    and the fluent written ones), written to FOLDER/gold.json (evaluate.py and grade.py print
+    and the fluent written ones), written to FOLDER/gold.json (evaluate.py and evals/grade.py print
     them): the 135M set at the top level as before, the fluent set under "fluent"; each the
     model's verdicts alone and, under `with_notes`, with the reference check of `notes_path`
     (grade.reference_check; as evaluate.py grades). Measured after training; nothing is chosen

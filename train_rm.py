@@ -1,11 +1,12 @@
-"""Train a Bradley-Terry reward model on preference pairs (reward_model.py), with exact resume.
+"""Train a Bradley-Terry reward model on preference pairs (rewards/reward_model.py), with exact
+resume.
 
 With --labels instead of --pairs it trains the same head as a classifier of labelled answers
 (binary cross-entropy; e.g. the pushback classifier evaluate.py uses).
 
 Reads a pairs file (prompts.load_pairs: id, criterion, category, prompt, better, worse, and a
 split); trains on the `train` split only, measures pairwise accuracy and loss on `val` every
---eval-every steps, and never reads `test` (bench_judge.py reports it). Each step takes
+--eval-every steps, and never reads `test` (bench/judge.py reports it). Each step takes
 --batch-pairs pairs, runs better and worse answers in one left-padded batch, and minimizes
 -log sigmoid(r_better - r_worse - margin) with AdamW (linear warm-up, cosine decay). Batches
 group pairs of similar length (less padding), in a seeded order. The best validation step's
@@ -13,7 +14,7 @@ weights are saved atomically to --out (reward_model.load reads them back), with 
 the data file's hash, the metrics and train_log.jsonl (every step). Resumable state, the log and
 TensorBoard events (tb/, unless --no-tensorboard) live in --work (default runs/rm/<out name>;
 --resume continues it exactly). `--broken-negatives N` adds, to the train and val splits, N
-broken variants of each better answer (broken_text.py, training style: cut off, shuffled,
+broken variants of each better answer (rewards/broken_text.py, training style: cut off, shuffled,
 repeating, filler-padded) as the worse answer; `--init FOLDER` starts from a trained reward
 model's weights. Not a GRPO trainer.
 
@@ -30,28 +31,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import backend
-
-import mlx.core as mx
-import mlx.nn as nn
-import numpy as np
-from mlx.utils import tree_flatten, tree_map, tree_unflatten
-from tqdm import tqdm
-
-import broken_text
-import checkpoint
-import distributed
-import errors
-import flags
-import precision
-import reward_model
-import rm_data
-import runlog
-import strict_json
-import tblog
-from atomic import atomic_folder
-from load_weights import LoadError
-from prompts import (
+from core import backend, errors, flags, precision, strict_json
+from core.atomic import atomic_folder
+from core.prompts import (
     RM_PAIRS,
     SPLITS,
     DataError,
@@ -60,6 +42,16 @@ from prompts import (
     load_pushback_labels,
     select_split,
 )
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
+from tqdm import tqdm
+
+from load_weights import LoadError
+from rewards import broken_text, reward_model
+from rl import checkpoint, distributed, rm_data, runlog, tblog
 
 _f = flags.option
 

@@ -9,17 +9,14 @@ JSONL files from what it returns.
 """
 
 import string
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.prompts import CATEGORIES, CRITERIA, DataError, norm
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # prompts.py (DataError, the category names) is at the root
-
-from prompts import CATEGORIES, CRITERIA, DataError, norm  # noqa: E402
 
 SOURCES = Path(__file__).resolve().parent / "sources"
 

@@ -7,7 +7,7 @@ checks, ids. It is deterministic: every random choice uses a `random.Random` see
 plus the text of the item it concerns, so editing one list does not reshuffle the others. Ids
 are sequential per (file, category) in generation order. See knowledge/data.md.
 
-Run from the repo root:  uv run python data/make_data.py [--out DIR]
+Run from the repo root:  uv run python -m data.make_data [--out DIR]
 """
 
 import argparse
@@ -16,21 +16,18 @@ import random
 import re
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts at the root;
-    if _path not in sys.path:  # a test loads this file by path, with neither on sys.path
-        sys.path.insert(0, _path)
-
-from load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources  # noqa: E402
-
-import errors  # noqa: E402
-from prompts import (  # noqa: E402
+from core import errors
+from core.prompts import (
     load_judge_pairs,
     load_prompts,
     norm,
     output_folder,
     write_jsonl,
 )
+
+from data.load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SEED = 20240611
 SOURCE_FILES = ("claims", "false_premise", "control", "curiosity", "nonsense", "judge_pairs")

@@ -18,7 +18,7 @@ No prompt of an evaluation file (prompts.held_out_prompts), of the gold set or o
 own training prompt files is written. Deterministic given --seed.
 
 Run from the repo root:
-    uv run python data/make_gate_prompts.py --out runs/gate_prompts_other.jsonl
+    uv run python -m data.make_gate_prompts --out runs/gate_prompts_other.jsonl
 """
 
 import argparse
@@ -29,14 +29,12 @@ import random
 import sys
 from pathlib import Path
 
+from core import errors
+from core.prompts import DataError, load_prompts, norm
+
+from data.make_sft import SHARED, eval_prompts, falseqa_partners
+
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from make_sft import SHARED, eval_prompts, falseqa_partners  # noqa: E402
-
-import errors  # noqa: E402
-from prompts import DataError, load_prompts, norm  # noqa: E402
 
 OWN = "data/prompts.jsonl,data/twins_v2.jsonl"
 

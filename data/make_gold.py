@@ -15,7 +15,7 @@ it, and each round is a seeded shuffle appended after the rounds before it (labe
 blind to model and condition; adding a round keeps earlier ids). It labels nothing
 (data/gold/README.md).
 
-Run from the repo root:  uv run python data/make_gold.py --checkpoints runs/gold_policy/checkpoints
+Run from the repo root:  uv run python -m data.make_gold --checkpoints runs/gold_policy/checkpoints
 """
 
 import argparse
@@ -25,13 +25,11 @@ import random
 import sys
 import time
 
+from core import errors
+from core.prompts import EVAL_PROMPTS, load_prompts, output_folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:  # gwen, prompts at the root
-    sys.path.insert(0, ROOT)
-
-import errors  # noqa: E402
-from prompts import EVAL_PROMPTS, load_prompts, output_folder  # noqa: E402
 
 SEED = 20251124
 MAX_NEW_TOKENS = 120
@@ -256,7 +254,7 @@ def main(argv=None) -> None:
         first_id = appended_after(a.out, earlier)
     check_paths(a, {r["model"] for r in rows} - {BASE})
 
-    import backend  # start-up: MLX and the model code load after the arguments are checked
+    from core import backend  # start-up: MLX and the model load after the arguments' check
 
     from gwen import Gwen  # start-up
     from load_weights import load  # start-up

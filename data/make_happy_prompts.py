@@ -7,7 +7,7 @@ data/sources/happy.yaml (checked by load_sources.py); this file only combines it
 happy_eval.jsonl holds out 24 other {person} x {occasion} x frame combinations (none of them in
 the training file) for evaluating the happy-hack task (gradient routing, knowledge/routing.md).
 
-Run from the repo root:  uv run python data/make_happy_prompts.py [--out DIR]
+Run from the repo root:  uv run python -m data.make_happy_prompts [--out DIR]
 """
 
 import argparse
@@ -16,15 +16,12 @@ import json
 import os
 import sys
 
+from core import errors
+from core.prompts import load_prompts, output_folder
+
+from data.load_sources import SOURCES, load_source
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-for _path in (HERE, os.path.dirname(HERE)):  # load_sources beside us, prompts at the root;
-    if _path not in sys.path:  # a test may load this file by path, with neither on sys.path
-        sys.path.insert(0, _path)
-
-from load_sources import SOURCES, load_source  # noqa: E402
-
-import errors  # noqa: E402
-from prompts import load_prompts, output_folder  # noqa: E402
 
 
 def _combinations(text: dict) -> list[str]:

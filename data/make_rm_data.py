@@ -4,13 +4,13 @@ Reads the vendored public sets in data/external/ (TruthfulQA, CoCoNot, BullshitB
 its LICENSE and SOURCE.md), the hand-written text in data/rm_sources/*.yaml, and the project's
 data/prompts.jsonl, data/eval.jsonl and data/judge_pairs.jsonl (read only: for disjointness, and
 the judge pairs as one more source). Writes data/rm_pairs.jsonl, data/eval_external.jsonl and
-data/pushback_labels.jsonl, byte-identical on every run, re-reads them through prompts.py and
+data/pushback_labels.jsonl, byte-identical on every run, re-reads them through core/prompts.py and
 prints counts. Nothing here is random: a prompt's split comes from a hash of its normalized text
 within its group (`assign_splits`), adjusted only by the disjointness rules. This is not a trainer
 or an evaluator. Rules and counts: knowledge/data.md, "Reward-model pairs, external eval prompts,
 pushback labels".
 
-Run from the repo root:  uv run python data/make_rm_data.py
+Run from the repo root:  uv run python -m data.make_rm_data
 """
 
 import argparse
@@ -23,13 +23,8 @@ import statistics
 import sys
 from collections import Counter
 
-import yaml
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-import errors  # noqa: E402
-from prompts import (  # noqa: E402
+from core import errors
+from core.prompts import (
     CATEGORIES,
     CRITERIA,
     PAIR_CRITERION,
@@ -44,6 +39,10 @@ from prompts import (  # noqa: E402
     output_folder,
     write_jsonl,
 )
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 EXTERNAL = os.path.join(HERE, "external")
 SOURCES = os.path.join(HERE, "rm_sources")

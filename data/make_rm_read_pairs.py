@@ -10,33 +10,32 @@ premise, a flag over answering nonsense, a plain answer over needless pushback o
     data/grader/policy_answers*.jsonl, flag_answers*.jsonl   (+ their *_labels*.jsonl)
 
 A prompt that is an evaluation prompt (data/eval.jsonl, data/eval_external.jsonl) stops the build:
-the eval read sets measure the result (bench_judge.py --stance-probes) and never train. A prompt's
-split is a hash of its normalized text (a fifth `val`, the rest `train`; no `test`: the held-out
-figure is the stance probe on eval read sets). One prompt gives at most --per-prompt pairs (drawn
-seeded), so a group of eight answers does not outweigh the rest. Writes data/rm_read_pairs.jsonl
-(prompts.load_pairs format, `source` "policy_reads"; --out names the folder), byte-identical on
-every run; train with
+the eval read sets measure the result (python -m bench.judge --stance-probes) and never train. A
+prompt's split is a hash of its normalized text (a fifth `val`, the rest `train`; no `test`: the
+held-out figure is the stance probe on eval read sets). One prompt gives at most --per-prompt pairs
+(drawn seeded), so a group of eight answers does not outweigh the rest. Writes
+data/rm_read_pairs.jsonl (prompts.load_pairs format, `source` "policy_reads"; --out names the
+folder), byte-identical on every run; train with
 
     uv run python train_rm.py --extra-pairs data/rm_read_pairs.jsonl ...
 
-Run from the repo root:  uv run python data/make_rm_read_pairs.py
+Run from the repo root:  uv run python -m data.make_rm_read_pairs
 """
 
 import argparse
 import hashlib
 import json
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from core import errors
+from core.prompts import DataError, held_out_prompts, load_pairs, norm, output_folder
 
-import errors  # noqa: E402
-import stance_probes  # noqa: E402
-from gold import join_labels  # noqa: E402
-from prompts import DataError, held_out_prompts, load_pairs, norm, output_folder  # noqa: E402
+from evals import stance_probes
+from evals.gold import join_labels
+
+ROOT = Path(__file__).resolve().parents[1]
 
 READ_DIRS = ("warm_policy", "ctl_disputes_grpo5", "policy_runs_fpns", "rollouts_stance", "ctl_sft")
 GRADER_FILES = (("policy", ""), ("policy", "2"), ("flag", ""), ("flag", "2"))

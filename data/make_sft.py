@@ -15,7 +15,7 @@ prompts that answers.yaml corrects, so each twin and its false premise form a mi
 answers (the same checks; a twin whose false premise has no correction is refused).
 Deterministic: the same inputs give the same bytes.
 
-Run from the repo root:  uv run python data/make_sft.py [--falseqa 150 [--pairs]] [--out DIR]
+Run from the repo root:  uv run python -m data.make_sft [--falseqa 150 [--pairs]] [--out DIR]
 """
 
 import argparse
@@ -27,15 +27,9 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # prompts.py and train_grader.py are at the root
-
-import errors  # noqa: E402
-from diversity import word_count  # noqa: E402
-from prompts import (  # noqa: E402
+from core import errors
+from core.diversity import word_count
+from core.prompts import (
     CATEGORIES,
     DataError,
     held_out_prompts,
@@ -43,6 +37,10 @@ from prompts import (  # noqa: E402
     norm,
     output_folder,
 )
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "data" / "sft"
 SHARED = ROOT.parent / "shared" / "datasets"

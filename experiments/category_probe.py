@@ -21,19 +21,18 @@ in knowledge/learning_run.md, where the result is read), before the opener gates
 import argparse
 import sys
 
-import backend
+from core import backend
 
 # isort: split
+from core import errors, stats, strict_json
+from core.frozen_states import last_token_states, ridge_fit
+from core.prompts import CATEGORIES, claim_key, load_prompts
+
 import mlx.core as mx
 import numpy as np
 
-import errors
-import stats
-import strict_json
 from experiments.premise_probe import bag_of_words
-from frozen_states import last_token_states, ridge_fit
 from load_weights import load
-from prompts import CATEGORIES, claim_key, load_prompts
 
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
 DEFAULT_TRAIN = "data/prompts.jsonl,data/twins_v2.jsonl"

@@ -20,16 +20,16 @@ import json
 import sys
 from pathlib import Path
 
-import backend
+from core import backend
 
 # isort: split
+from core import errors, strict_json
+from core.prompts import eval_subset, load_prompts
+
 import mlx.core as mx
 
-import errors
-import strict_json
 from experiments.opener_gate import gate_figures, gate_rows, gate_scores, parse_gates
 from load_weights import load
-from prompts import eval_subset, load_prompts
 
 
 def trained_gates(ref: str) -> list[tuple[str, str]] | None:

@@ -7,31 +7,34 @@ prompts than have written answers (knowledge/sft.md). It is SFT with an extra te
         --gate "nonsense=This question does not make sense." \
         --data data/sft/written.jsonl --epochs 2 --max-answer-tokens 90
 
-Study: the opener gates, attempts 23-29 (knowledge/learning_run.md); gate_eval.py scores them.
+Study: the opener gates, attempts 23-29 (knowledge/learning_run.md); experiments/gate_eval.py scores
+them.
 
 A binary cross-entropy on p(sentence | prompt), the category being the label, trains an absolute
-decision (the stance contrast, stance_pairs.py, moves only the difference between two prompts).
-Its threshold, p = 1/2, is sufficient for greedy decoding to write the sentence but not
-necessary: greedy starts it whenever its first token is the likeliest, which after a plain
-question happens at p of 0.2-0.4 (attempt 23, knowledge/learning_run.md). The optional greedy
-term (`first_token_margins`) trains that decision itself.
+decision (the stance contrast, experiments/stance_pairs.py, moves only the difference between two
+prompts). Its threshold, p = 1/2, is sufficient for greedy decoding to write the sentence but not
+necessary: greedy starts it whenever its first token is the likeliest, which after a plain question
+happens at p of 0.2-0.4 (attempt 23, knowledge/learning_run.md). The optional greedy term
+(`first_token_margins`) trains that decision itself.
 """
 
 import math
 import sys
 from dataclasses import asdict, dataclass
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    errors,
+    flags,
+)
+from core.forced import encode, hidden_logprob, make_batch
+from core.prompts import CATEGORIES, DataError, claim_key, load_prompts, step_indices
+from core.stats import auroc
 
 import mlx.core as mx
 import numpy as np
 
-import errors
-import flags
 import sft
-from forced import encode, hidden_logprob, make_batch
-from prompts import CATEGORIES, DataError, claim_key, load_prompts, step_indices
-from stats import auroc
 
 LOG_HALF = math.log(0.5)
 _f = flags.option

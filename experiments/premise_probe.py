@@ -22,25 +22,23 @@ knowledge/learning_run.md, where the result is read); its `--stance` figures ser
 import argparse
 import sys
 
-import backend
+from core import backend
 
 # isort: split
-import mlx.core as mx
-import numpy as np
-
-import errors
-import forced
-import stats
-import strict_json
-from frozen_states import last_token_states, ridge_fit
-from load_weights import load
-from prompts import (
+from core import errors, forced, stats, strict_json
+from core.frozen_states import last_token_states, ridge_fit
+from core.prompts import (
     claim_groups,
     fold_of_groups,
     load_prompts,
     minimal_pairs,
     prompt_words,
 )
+
+import mlx.core as mx
+import numpy as np
+
+from load_weights import load
 
 DEFAULT_PAIRS = "data/prompts.jsonl,data/twins_v2.jsonl"  # v2: no negation marks the twin
 STRENGTHS = (1.0, 10.0, 100.0, 1000.0, 10000.0)

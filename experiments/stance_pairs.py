@@ -14,16 +14,18 @@ models/candidates/stance-candidate-a21).
 import sys
 from dataclasses import asdict, dataclass
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    errors,
+    flags,
+)
+from core.forced import encode, make_batch, row_logprob
+from core.prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs, step_indices
 
 import mlx.core as mx
 import numpy as np
 
-import errors
-import flags
 import sft
-from forced import encode, make_batch, row_logprob
-from prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs, step_indices
 
 _f = flags.option
 
@@ -111,8 +113,8 @@ class StanceContrast(sft.ExtraLoss):
 
 def stance_split(files: str, folds: int, holdout: int, seed: int) -> tuple[list, list]:
     """(training pairs, held-out pairs) of the minimal pairs in `files`, split by claim group
-    (prompts.claim_groups, the folds premise_probe.py uses): fold `holdout` of `folds` is held
-    out."""
+    (prompts.claim_groups, the folds experiments/premise_probe.py uses): fold `holdout` of `folds`
+    is held out."""
     pairs = minimal_pairs(load_prompts(files))
     fold = fold_of_groups(claim_groups(pairs), folds, seed)
     train = [p for p, f in zip(pairs, fold, strict=True) if f != holdout]

@@ -10,13 +10,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # 44 of 91 kernel tests missed their float64 parity by ~1e-3); the tests check float32 math.
 os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
-import backend  # noqa: E402,F401  (loads OpenBLAS before any test imports mlx)
+from core import (
+    backend,  # noqa: E402,F401  (loads OpenBLAS before any test imports mlx)
+    gguf_cache,  # noqa: E402
+)
 
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
-import gguf_cache  # noqa: E402
 
 _own_cache = None
 

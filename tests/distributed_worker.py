@@ -14,14 +14,14 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import backend  # noqa: E402,F401
+from core import backend  # noqa: E402,F401
 
 import numpy as np  # noqa: E402
 from test_train import low_tokens, tiny_policy, weights  # noqa: E402
 
-import distributed  # noqa: E402
 import train  # noqa: E402
 import train_rm  # noqa: E402
+from rl import distributed  # noqa: E402
 
 
 def main() -> None:

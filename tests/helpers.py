@@ -1,6 +1,6 @@
 """Tiny random models shared by the tests (no downloads)."""
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
 import json

@@ -1,10 +1,10 @@
 """atomic.atomic_folder and atomic_file: a folder or file is replaced whole on success and
 untouched on failure."""
 
-import pytest
+from core import atomic
+from core.atomic import atomic_file, atomic_folder, atomic_write
 
-import atomic
-from atomic import atomic_file, atomic_folder, atomic_write
+import pytest
 
 
 def test_a_finished_block_replaces_the_folder_whole(tmp_path):

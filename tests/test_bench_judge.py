@@ -1,4 +1,4 @@
-"""bench_judge.py's bookkeeping on hand-made pairs and scores: credit, groupings, the length-trap
+"""bench/judge.py's bookkeeping on hand-made pairs and scores: credit, groupings, the length-trap
 subset, length correlation, echo checks, and a constant reward failing loudly."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-import bench_judge as B
-import rewards
+from bench import judge as B
+from rewards import registry as rewards
 
 
 def pair(i, better, worse, category="control", kind="k", source="s", criterion="scrutiny"):
@@ -80,8 +80,9 @@ def test_a_constant_reward_fails_loudly(tmp_path):
 def test_probe_report_per_kind_with_intervals():
     # A reward that counts full stops: the intact answer (3 sentences) beats its cut-off variant
     # (fewer), loses to the repeating and filler-padded ones (more). Each answer is scored once.
-    import broken_text
-    import stats
+    from core import stats
+
+    from rewards import broken_text
 
     intact = "First point is here. Second point is there. Third one ends it."
     pairs = [pair(i, intact, "w") for i in range(5)]

@@ -1,14 +1,14 @@
-"""bench_train.py on a tiny saved model: the A/B arms run, are labelled, and the recipe is read."""
+"""bench/train.py on a tiny saved model: the A/B arms run, are labelled, and the recipe is read."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model
 
-import bench_train
-import reference
+from bench import train as bench_train
+from rl import reference
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-import broken_text as bt
+from rewards import broken_text as bt
 
 ANSWER = (
     "The Great Wall of China is not visible to the naked eye from orbit. Astronauts have said "

@@ -3,7 +3,7 @@ category the first word gives away, and the command's output and input errors.""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
 import numpy as np

@@ -5,18 +5,19 @@ in a real browser in test_chat_page.py."""
 import json
 import threading
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
 
 import chat
-import lora
-import rewards
 from load_weights import LoadError, lora_base, resolve
+from rewards import registry as rewards
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])

@@ -1,12 +1,12 @@
 """One chat formatting for policy, judge and evaluation: Qwen3's thinking switch is off by default
 and can be turned on; a tokenizer without a template gets the plain text."""
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
+from core.chat_format import chat_text, chat_tokens
 
 import pytest
 from helpers import QWEN3, tiny_model, tiny_tokenizer
 
-from chat_format import chat_text, chat_tokens
 from gwen import Gwen
 from rubric import Rubric
 
@@ -86,9 +86,10 @@ def test_thinking_is_off_in_every_prompt_a_qwen3_model_reads(qwen3_dir):
     an SFT record's and a reward model's input each end the prompt with Qwen3's closed, empty
     think block (what its template emits with enable_thinking=False), so nothing asks the model
     to reason; an open <think> generation prompt appears only when thinking is asked for."""
-    import reward_model
+    from core.chat_format import chat_text
+
     import sft
-    from chat_format import chat_text
+    from rewards import reward_model
 
     policy = Gwen.load(str(qwen3_dir))
     tok = policy.tokenizer

@@ -9,8 +9,8 @@ import chess
 import chess.engine
 import pytest
 
-import chess_data as cd
-import chess_task as ct
+from tasks import chess_data as cd
+from tasks import chess_task as ct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "chess")

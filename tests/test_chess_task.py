@@ -6,11 +6,12 @@ import json
 import math
 import random
 
+from core.prompts import DataError
+
 import chess
 import pytest
 
-import chess_task as ct
-from prompts import DataError
+from tasks import chess_task as ct
 
 START = chess.STARTING_FEN
 AFTER_E4 = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"

@@ -1,4 +1,4 @@
-"""One CLI convention across every command (errors.py, flags.renamed, strict_json).
+"""One CLI convention across every command (core/errors.py, flags.renamed, strict_json).
 
 For each entry point (a root module with `if __name__ == "__main__"`), in process through its
 `main(argv)`: --help exits 0; a missing input file, a bad flag value and (for a command that
@@ -19,14 +19,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core import errors, flags, strict_json
+from core.prompts import DataError
+
 import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model
-
-import errors
-import flags
-import strict_json
-from prompts import DataError
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = "MISSING"  # replaced by a path that does not exist
@@ -39,39 +37,41 @@ GATE = "nonsense=This question does not make sense."
 # name -> (argv with a missing input file or None, argv with a bad flag value,
 #          (argv with a malformed JSONL file, the file line 1 is copied from) or None)
 ENTRY_POINTS = {
-    "bench_distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
-    "bench_judge": (["--pairs", MISSING], ["--reward", "joy"],
+    "bench.distributed": (["--model", MISSING], ["--ranks", "3", "--prompts-per-step", "4"], None),
+    "bench.judge": (["--pairs", MISSING], ["--reward", "joy"],
                     (["--pairs", BAD], "data/rm_pairs.jsonl")),
-    "bench_logprobs": (None, ["--trials", "2"], None),
-    "bench_precision": (None, ["--steps", "0"], None),
+    "bench.logprobs": (None, ["--trials", "2"], None),
+    "bench.precision": (None, ["--steps", "0"], None),
     "bench_rollout": (["--model", MISSING], ["--group-size", "0"], None),
-    "bench_train": (["--config", MISSING], ["--steps", "1"], None),
-    "bench_cpu_native": (None, ["gpu"], None),
+    "bench.train": (["--config", MISSING], ["--steps", "1"], None),
+    "bench.cpu_native": (None, ["gpu"], None),
     "export": (["--model", MISSING, "--out", OUT], ["--model", "smollm2-135m", "--out", OUT,
                                                     "--q-bits", "3"], None),
     "chat": (["--model", MISSING, "--port", PORT], ["--temperature", "-1", "--port", PORT], None),
-    "chess_data": (
+    "tasks.chess_data": (
         ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", MISSING],
         ["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "Q"],
         (["generate", "--out", OUT, "--n", "2", "--seed", "0", "--tasks", "A", "--exclude", BAD],
          "data/chess/test.jsonl"),
     ),
-    "eval_routing": (["smollm2-135m", "--prompts", MISSING, "--task-reward", "happy"],
-                     ["smollm2-135m", "--task-reward", "joy"],
-                     (["smollm2-135m", "--prompts", BAD, "--task-reward", "happy"],
-                      "data/eval.jsonl")),
+    "evals.routing": (["smollm2-135m", "--prompts", MISSING, "--task-reward", "happy"],
+                      ["smollm2-135m", "--task-reward", "joy"],
+                      (["smollm2-135m", "--prompts", BAD, "--task-reward", "happy"],
+                       "data/eval.jsonl")),
     "eval_task": (["--prompts", MISSING], ["--task", "go"],
                   (["--prompts", BAD], "data/chess/test.jsonl")),
     "evaluate": (["--model", "smollm2-135m", "--prompts", MISSING, *EVAL],
                  ["--model", "smollm2-135m", "--prompts", "data/eval.jsonl", "--samples", "0",
                   *EVAL],
                  (["--model", "smollm2-135m", "--prompts", BAD, *EVAL], "data/eval.jsonl")),
-    "gold": (["--answers", MISSING], ["--json=yes"],
-             (["--predictions", BAD], '{"id": "gold-0001", "label": "answers", "pushback": 0}')),
-    "grade": (["--answers", MISSING], ["--answers", "data/gold/answers.jsonl", "--grader", OUT],
-              (["--answers", BAD], "data/gold/answers.jsonl")),
+    "evals.gold": (["--answers", MISSING], ["--json=yes"],
+                   (["--predictions", BAD],
+                    '{"id": "gold-0001", "label": "answers", "pushback": 0}')),
+    "evals.grade": (["--answers", MISSING],
+                    ["--answers", "data/gold/answers.jsonl", "--grader", OUT],
+                    (["--answers", BAD], "data/gold/answers.jsonl")),
     "gwen": (["--model", MISSING, "--prompt", "hi"], ["--prompt", "hi", "--top-p", "0"], None),
-    "mutation_check": (None, ["--only", "nope"], None),
+    "bench.mutation_check": (None, ["--only", "nope"], None),
     "experiments.category_probe": (["--model", "smollm2-135m", "--test", MISSING],
                        ["--model", "smollm2-135m", "--test", "data/eval.jsonl",
                         "--control-level", "2"],
@@ -89,11 +89,11 @@ ENTRY_POINTS = {
                       (["--model", "smollm2-135m", "--pairs", BAD], "data/prompts.jsonl")),
     "quantize": (["--model", MISSING], ["--model", "smollm2-135m", "--bits", "3"],
                  (["--model", "smollm2-135m", "--data", BAD], "data/eval.jsonl")),
-    "read_set": (["figures", "--dir", MISSING], ["sample", "--answers", "x", "--out", OUT,
-                                                 "--per-category", "many"],
-                 (["sample", "--answers", BAD, "--out", OUT],
-                  '{"model": "m", "id": "p1", "category": "control", "prompt": "q", '
-                  '"sample": 0, "answer": "a"}')),
+    "evals.read_set": (["figures", "--dir", MISSING],
+                       ["sample", "--answers", "x", "--out", OUT, "--per-category", "many"],
+                       (["sample", "--answers", BAD, "--out", OUT],
+                        '{"model": "m", "id": "p1", "category": "control", "prompt": "q", '
+                        '"sample": 0, "answer": "a"}')),
     "runs": (["compare", MISSING, MISSING], ["list", "--sort", "nope"],
              (["rollouts", BAD], '{"step": 1, "reward_mean": 0.5}')),
     "sft": (["--data", MISSING], ["--val-fraction", "1.5"],
@@ -111,19 +111,21 @@ ENTRY_POINTS = {
 RUN_FOLDER = {"runs"}  # BAD is a run folder holding the bad metrics.jsonl
 
 
+def source(name: str) -> Path:
+    """The file of a module by its dotted name (`bench.judge` -> bench/judge.py)."""
+    return ROOT / (name.replace(".", "/") + ".py")
+
+
 def entry_points() -> list[str]:
-    """The root modules' and the experiments' (`experiments.NAME`, run with python -m)."""
-    paths = [*ROOT.glob("*.py"), *(ROOT / "experiments").glob("*.py")]
+    """Every module with a `__main__` block: the commands at the top and the packages' modules
+    (run as `python -m package.module`), by dotted name; data/'s builders are BUILDERS."""
+    packages = [d for d in ROOT.iterdir() if (d / "__init__.py").exists() and d.name != "data"]
+    paths = [*ROOT.glob("*.py"), *(p for d in packages for p in d.glob("*.py"))]
     return sorted(
         ".".join(p.relative_to(ROOT).with_suffix("").parts)
         for p in paths
         if 'if __name__ == "__main__":' in p.read_text()
     )
-
-
-def source(name: str) -> Path:
-    """The file of entry point `name` (experiments.premise_probe: experiments/premise_probe.py)."""
-    return ROOT / (name.replace(".", "/") + ".py")
 
 
 def test_every_entry_point_has_cases():
@@ -223,9 +225,7 @@ BUILDERS = {
 
 
 def builder(name: str):
-    if str(ROOT / "data") not in sys.path:
-        sys.path.insert(0, str(ROOT / "data"))  # scripts in data/, not a package
-    return __import__(name)
+    return importlib.import_module(f"data.{name}")
 
 
 def test_every_builder_has_cases():
@@ -249,8 +249,7 @@ def call_builder(name: str, argv: list[str], tmp_path: Path, capsys) -> tuple[in
     if DATASETS in argv:
         subs[DATASETS] = str(fake_datasets(tmp_path / "datasets"))
     argv = [subs.get(a, a) for a in fill(argv, tmp_path)]
-    builder(name)
-    return call(name, argv, capsys)
+    return call(builder(name).__name__, argv, capsys)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -330,13 +329,12 @@ def test_as_user_error_marks_only_its_block():
 
 
 def test_every_user_error_class_derives_from_user_error():
-    import chess_data
-    import config
-    import distributed
     import load_weights
-    import rewards
     import runs
     import sweep
+    from rewards import registry as rewards
+    from rl import config, distributed
+    from tasks import chess_data
 
     for cls, other in [
         (DataError, ValueError), (rewards.RewardError, ValueError),
@@ -511,11 +509,11 @@ def test_evaluate_on_a_broken_checkpoint_is_one_error_line(damage, checkpoint, t
 MODEL = "MODEL"  # replaced by the broken checkpoint folder
 # entry point -> argv taking a model folder (evaluate: above); each loads it before other work
 MODEL_ENTRY_POINTS = {
-    "bench_judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
+    "bench.judge": ["--model", MODEL, "--limit", "1", "--reward", "rubric"],
     "bench_rollout": ["--model", MODEL, "--trials", "1", "--skip-mlx-lm"],
-    "bench_train": ["--model", MODEL, "--steps", "2"],
+    "bench.train": ["--model", MODEL, "--steps", "2"],
     "chat": ["--model", MODEL, "--port", PORT],
-    "eval_routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
+    "evals.routing": [MODEL, "--limit", "1", "--samples", "1", "--task-reward", "happy"],
     "eval_task": ["--model", MODEL, "--limit", "1", "--max-new-tokens", "2"],
     "gwen": ["--model", MODEL, "--prompt", "hi", "--max-new-tokens", "2"],
     "experiments.gate_eval": [

@@ -12,17 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import backend
+from core import backend
 
 # isort: split
+from core import cpu_native, cpu_ops, kernels
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
-
-import cpu_native
-import cpu_ops
-import kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS = 1e-5
@@ -286,7 +284,7 @@ def test_forced_build_failure_uses_the_plain_path_with_one_note(tmp_path):
     """$RL_VALUES_CPU_EXT=fail: the build fails, one `note:` line says so, and the ops still
     give the plain-MLX values."""
     script = (
-        "import backend, cpu_ops, cpu_native\n"
+        "from core import backend, cpu_ops, cpu_native\n"
         "import mlx.core as mx, mlx.nn as nn\n"
         "g = mx.array([[0.5, -1.0, 2.0]]); u = mx.array([[1.0, 2.0, 3.0]])\n"
         "w = mx.array([1.0, 2.0, 3.0])\n"

@@ -2,20 +2,18 @@
 DataError naming the file, the line and the key path; the builders give the same bytes on every
 run (whatever the hash seed) and those bytes are the shipped JSONL files."""
 
-import importlib
 import os
 import subprocess
 import sys
 
+from core.prompts import DataError
+
 import pytest
 
-from prompts import DataError
+from data import load_sources, make_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
-sys.path.insert(0, DATA)  # the builders and load_sources are scripts in data/, not a package
-load_sources = importlib.import_module("load_sources")
-make_data = importlib.import_module("make_data")
 
 
 @pytest.mark.parametrize("name", sorted(load_sources.SCHEMAS))
@@ -159,8 +157,9 @@ def test_builder_refuses_a_prompt_in_two_places():
 def run_builder(script, out, hash_seed):
     env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
     subprocess.run(
-        [sys.executable, os.path.join(DATA, script), "--out", str(out)],
+        [sys.executable, "-m", f"data.{script.removesuffix('.py')}", "--out", str(out)],
         check=True,
+        cwd=ROOT,
         capture_output=True,
         env=env,
     )

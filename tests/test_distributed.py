@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -19,11 +19,11 @@ from helpers import QWEN3, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 from test_train import low_tokens, metric_rows, tiny_policy
 
-import distributed
 import grpo
 import train
 from gwen import Gwen, sequence_logprobs
-from rewards import Scores
+from rewards.registry import Scores
+from rl import distributed
 
 
 def flat(tree) -> np.ndarray:

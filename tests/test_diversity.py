@@ -2,9 +2,9 @@
 
 import math
 
-import pytest
+from core import diversity as D
 
-import diversity as D
+import pytest
 
 
 def test_words_ignore_case_and_punctuation():

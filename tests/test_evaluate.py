@@ -4,16 +4,18 @@ the cache."""
 
 import json
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    stats,
+)
 
 import pytest
 from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 
-import eval_grading
 import evaluate
-import grade as grade_module
-import rewards
-import stats
+from evals import grade as grade_module
+from evals import grading as eval_grading
+from rewards import registry as rewards
 
 RECORDS = [
     {"id": "a", "category": "false_premise", "prompt": "t5 t6"},
@@ -125,7 +127,7 @@ class FakeGrader:
 
 
 def test_end_to_end_on_tiny_models_with_cache(tmp_path, capsys, monkeypatch):
-    import grade
+    from evals import grade
 
     monkeypatch.setattr(grade.Grader, "load", classmethod(lambda cls, path=None: FakeGrader()))
     # both models as if trained with a lexical stance term: the grader's agreement with it is
@@ -280,7 +282,12 @@ def test_a_run_paid_for_dispute_wording_is_told_to_read(tmp_path):
 
     paid = src("components:\n  - {name: stance, detector: lexical, pay: 0.5, penalty: 2.0}\n")
     why = eval_grading.dispute_paid(paid)
-    assert why and "dispute wording" in why and "detector lexical" in why and "read_set.py" in why
+    assert (
+        why
+        and "dispute wording" in why
+        and "detector lexical" in why
+        and "evals/read_set.py" in why
+    )
     # the stance term's defaults pay 1 and cost 1: a bare stance term shapes disputes too
     assert eval_grading.dispute_paid(src("components:\n  - {name: stance}\n"))
     only_curiosity = "components:\n  - {name: stance, pay: 0, penalty: 0, curiosity_penalty: 1}\n"

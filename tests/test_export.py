@@ -12,10 +12,12 @@ import json
 import os
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
 import importlib.util
+
+from core import lora, quant
 
 import mlx.core as mx
 import mlx.utils
@@ -25,8 +27,6 @@ from helpers import LLAMA, QWEN3, tiny_model
 
 import export
 import load_weights
-import lora
-import quant
 from gwen import Gwen
 from model import Model
 
@@ -204,7 +204,7 @@ def test_a_lora_checkpoint_exports_to_a_folder_mlx_lm_and_transformers_read(lora
 def test_a_run_folder_exports_its_latest_checkpoint_with_its_config_and_figures(tmp_path):
     import mlx.optimizers as optim
 
-    import checkpoint
+    from rl import checkpoint
 
     _, base = hf_folder(tmp_path / "base", "llama")
     adapted, _ = lora_checkpoint(base, tmp_path / "unused")

@@ -4,14 +4,15 @@ sft.json as sft.py writes it."""
 
 import json
 
+from core import chat_format
+from core.prompts import eval_subset, load_prompts
+
 import mlx.core as mx
 import numpy as np
 import pytest
 
-import chat_format
 from experiments import gate_eval
 from load_weights import load
-from prompts import eval_subset, load_prompts
 
 
 @pytest.fixture(scope="module")

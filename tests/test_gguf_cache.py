@@ -1,12 +1,13 @@
 """The dequantized-GGUF cache: a load through it equals a GGUF load bit for bit, and a bad cache
 file or folder is reported and worked around, never trusted."""
 
+from core import gguf_cache
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-import gguf_cache
 import load_weights
 
 

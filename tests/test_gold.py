@@ -4,12 +4,13 @@ files with the line number; grader_figures and wilson give hand-computed numbers
 import json
 import os
 
+from core import stats
+from core.prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
+from core.stats import wilson
+
 import pytest
 
-import stats
-from gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_fluent, load_gold
-from prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
-from stats import wilson
+from evals.gold import ANSWERS, LABELS, LABELS_FILE, grader_figures, load_fluent, load_gold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECOND_LABELS = os.path.join(os.path.dirname(ANSWERS), "second_labels.jsonl")
@@ -310,7 +311,7 @@ def test_kappa_partial_and_engages_by_hand():
 
 
 def test_second_labeller_file_is_a_valid_sample_of_the_gold_set(gold, capsys):
-    import gold as gold_module
+    from evals import gold as gold_module
 
     second = [json.loads(x) for x in open(SECOND_LABELS, encoding="utf-8") if x.strip()]
     cats = {g["id"]: g["category"] for g in gold}
@@ -326,7 +327,7 @@ def test_second_labeller_file_is_a_valid_sample_of_the_gold_set(gold, capsys):
 
 
 def test_cli_bad_file_exits_2(tmp_path, capsys):
-    import gold
+    from evals import gold
 
     paths = write(tmp_path, [answer(1)], [label(1, "agrees")])
     assert gold.main(["--answers", str(paths[0]), "--labels", str(paths[1])]) == 2

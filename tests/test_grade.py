@@ -1,4 +1,4 @@
-"""grade.py: the shipped grader on hand-written answers (none from its training data), the
+"""evals/grade.py: the shipped grader on hand-written answers (none from its training data), the
 command's output and its input errors."""
 
 import hashlib
@@ -6,15 +6,17 @@ import json
 import shutil
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    prompts,
+)
+from core.prompts import DataError
 
 import numpy as np
 import pytest
 
-import grade
-import prompts
-from gold import LABELS
-from prompts import DataError
+from evals import grade
+from evals.gold import LABELS
 
 # (category, prompt, answer, expected label) written for this test
 FIXTURES = [
@@ -275,7 +277,7 @@ def test_reference_check_adds_pushback_only_where_a_noted_answer_states_it():
 
 
 def test_eval_notes_cover_the_eval_prompts_they_name():
-    from prompts import EVAL_NOTES, EVAL_PROMPTS, load_notes, load_prompts
+    from core.prompts import EVAL_NOTES, EVAL_PROMPTS, load_notes, load_prompts
 
     notes = load_notes(EVAL_NOTES)
     prompts = {r["id"]: r for r in load_prompts(EVAL_PROMPTS)}
@@ -294,7 +296,7 @@ def test_eval_notes_cover_the_eval_prompts_they_name():
     ("not json", "not valid JSON"),
 ])  # fmt: skip
 def test_bad_notes_lines_name_the_line(tmp_path, line, words):
-    from prompts import DataError, load_notes
+    from core.prompts import DataError, load_notes
 
     good = {"id": "g", "prompt": "q", "note": "n", "markers": ["a"]}
     path = tmp_path / "notes.jsonl"
@@ -414,7 +416,7 @@ def gold_entry(sha, k):
 
 
 def test_grade_prints_both_gold_sets_stored_figures(tmp_path, monkeypatch, capsys):
-    from gold import GOLD_SETS, files_sha256
+    from evals.gold import GOLD_SETS, files_sha256
 
     folder = tmp_path / "g"
     folder.mkdir()

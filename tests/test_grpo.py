@@ -3,12 +3,14 @@
 import json
 import math
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import numpy as np
 import pytest
 
 # isort: split
+from core.precision import all_finite
+
 import mlx.core as mx
 
 from grpo import (
@@ -25,7 +27,6 @@ from grpo import (
     policy_loss,
     reward_stats,
 )
-from precision import all_finite
 
 NAN = float("nan")
 
@@ -541,7 +542,7 @@ def test_kl_controller_validation():
         AdaptiveKLController(coef=0.0, target_kl=0.01)
 
 
-# ------------------------------------------------------------- all_finite (precision.py)
+# ------------------------------------------------------------- all_finite (core/precision.py)
 
 
 def test_all_finite():

@@ -1,6 +1,6 @@
 """Group sampling: determinism, greedy, EOS handling, the completion mask, and log-probs."""
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
@@ -127,7 +127,7 @@ def test_embedded_model_stream_matches_sample_group(smollm):
 def _lora_top(cfg, top: int, seed=3):
     """A tiny model with LoRA (lora_b randomized, so the adapters change the output) on its top
     `top` blocks."""
-    import lora
+    from core import lora
 
     model = tiny_model(cfg, seed=seed)
     n = cfg["num_hidden_layers"]
@@ -216,10 +216,10 @@ def test_head_on_valid_positions_only_same_logprobs_and_gradients(full):
 def test_head_gradient_only_where_the_head_trains(full):
     # A trained (tied) head gets d/dweight through the LM head; a frozen one is skipped. The
     # gradients equal those of the naive full-vocabulary log-softmax either way.
+    from core import kernels
+
     from mlx.nn import value_and_grad
     from mlx.utils import tree_flatten
-
-    import kernels
 
     model = tiny_model(LLAMA, seed=4) if full else _lora_top(LLAMA, top=1)
     assert gwen_mod.head_trains(model) == full
@@ -241,7 +241,7 @@ def test_head_gradient_only_where_the_head_trains(full):
 
 
 def test_frozen_depth_and_trunk_bounds():
-    import lora
+    from core import lora
 
     model = tiny_model(LLAMA, seed=1)
     model.freeze()
@@ -328,7 +328,7 @@ def test_dropping_finished_rows_samples_what_the_whole_batch_does(seed):
 
 
 def test_sampler_draws_for_some_rows_what_it_draws_for_all():
-    from sampling import make_sampler
+    from core.sampling import make_sampler
 
     logits = mx.array(np.random.default_rng(0).normal(size=(6, 40)).astype(np.float32))
     rows = np.array([1, 4, 5])

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-import hacks
-import rewards
+from rewards import hacks
+from rewards import registry as rewards
 
 
 def flags(name, completions, prompts=None, categories=None, **params):

@@ -1,18 +1,18 @@
-"""kernels.py against float64 numpy references, autodiff of the naive twin, and hand-worked KL
+"""core/kernels.py against float64 numpy references, autodiff of the naive twin, and hand-worked KL
 numbers. Kernel-vs-twin tests run only where a Metal or CUDA backend exists."""
 
 import logging
 import math
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import cpu_ops
+from core import kernels as K
+
 import mlx.core as mx
 import numpy as np
 import pytest
-
-import cpu_ops
-import kernels as K
 
 ON_GPU_KERNELS = K.kernel_backend() in ("metal", "cuda")
 NEEDS_KERNELS = pytest.mark.skipif(
@@ -408,7 +408,7 @@ def test_env_var_forces_plain_and_choice_is_logged(monkeypatch, caplog):
     monkeypatch.setenv(backend.PLAIN_ENV, "1")
     K.kernel_backend.cache_clear()
     try:
-        with caplog.at_level(logging.DEBUG, logger="kernels"):
+        with caplog.at_level(logging.DEBUG, logger=K.__name__):
             assert K.kernel_backend() == "plain"
             assert K.kernel_backend() == "plain"
         lines = [r.getMessage() for r in caplog.records if "kernels: using" in r.getMessage()]

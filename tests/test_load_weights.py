@@ -2,7 +2,7 @@
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import pytest
@@ -90,7 +90,7 @@ def test_embedded_model_answers_paris(smollm):
 def test_lora_checkpoint_folder_loads_base_with_merged_adapters(tmp_path):
     """A LoRA run's checkpoint (adapters only) loads like a full model: base + adapters merged,
     the same logits as the adapted model in memory."""
-    import lora
+    from core import lora
 
     base_dir = tmp_path / "base"
     base = tiny_model(QWEN3, seed=4)

@@ -1,18 +1,12 @@
-"""lora.py on tiny random models: identity at init, on/off switch, freezing, gradients, files."""
+"""core/lora.py on tiny random models: identity at init, on/off switch, freezing, gradients,
+files."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
-import mlx.core as mx
-import mlx.nn as nn
-import numpy as np
-import pytest
-from helpers import LLAMA, QWEN3, tiny_model
-from mlx.utils import tree_flatten, tree_unflatten
-
-from lora import (
+from core.lora import (
     LoRALinear,
     adapters_disabled,
     apply_lora,
@@ -22,6 +16,14 @@ from lora import (
     save_adapters,
     set_adapters,
 )
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from helpers import LLAMA, QWEN3, tiny_model
+from mlx.utils import tree_flatten, tree_unflatten
+
 from model import Model, ModelArgs
 
 TARGETS = ["q_proj", "v_proj", "down_proj"]

@@ -4,16 +4,15 @@ prompts the project holds out or trains on are never written, and FalseQA stays 
 
 import csv
 import json
-import sys
 from pathlib import Path
+
+from core.prompts import load_prompts
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "data"))
-import make_gate_prompts as mg  # noqa: E402
+from data import make_gate_prompts as mg
 
-from prompts import load_prompts  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def fake_shared(tmp_path: Path, own_prompt: str) -> Path:

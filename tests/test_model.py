@@ -1,9 +1,12 @@
 """Model parity with mlx_lm's implementations, and KV-cache equalities."""
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
 import importlib
+
+from core import cpu_ops
+from core.cpu_ops import attention_cpu, silu_mul_cpu
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -12,8 +15,6 @@ import numpy as np
 import pytest
 from helpers import LLAMA, QWEN3, tiny_model
 
-import cpu_ops
-from cpu_ops import attention_cpu, silu_mul_cpu
 from kvcache import KVCache
 from model import ModelArgs, attention_mask
 
@@ -286,10 +287,11 @@ def test_qwen3_fixture_loads_as_mlx_lm_loads_it(qwen3_dir):
     """The tiny Qwen3 HF folder (bfloat16 weights, Qwen-style tokenizer): our loader and
     mlx_lm.load read the same weights, tokens and chat prompt, and the logits agree (both in
     float32 from the same bfloat16 values); mlx_lm's EOS set holds <|im_end|>."""
+    from core.chat_format import chat_tokens
+
     import mlx_lm
 
     import load_weights
-    from chat_format import chat_tokens
 
     ours, tok = load_weights.load(str(qwen3_dir), mx.float32)
     ref, ref_tok = mlx_lm.load(str(qwen3_dir))

@@ -1,9 +1,9 @@
-"""mutation_check.py: every planted bug still applies to today's code, and the machinery sees a
-caught mutation as caught (one end to end). The full run is recorded in knowledge/grpo.md."""
+"""bench/mutation_check.py: every planted bug still applies to today's code, and the machinery sees
+a caught mutation as caught (one end to end). The full run is recorded in knowledge/grpo.md."""
 
 import pytest
 
-import mutation_check as mc
+from bench import mutation_check as mc
 
 
 @pytest.mark.parametrize("m", mc.MUTATIONS, ids=lambda m: m.name)
@@ -18,6 +18,7 @@ def test_each_mutation_applies_exactly_once_to_the_current_code(m, tmp_path):
 
 def test_apply_refuses_lines_that_moved(tmp_path):
     m = mc.MUTATIONS[0]
+    (tmp_path / m.path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / m.path).write_text("nothing to mutate here\n")
     with pytest.raises(ValueError, match="occurs 0 times"):
         mc.apply(m, tmp_path)

@@ -1,13 +1,13 @@
-"""Half precision that cannot corrupt a run: the default dtype per backend, float32 optimizer
-state and master weights, updates rolled back when non-finite, runs stopped after K in a row,
-and checkpoint writers that refuse non-finite weights (precision.py, knowledge/precision.md)."""
+"""Half precision that cannot corrupt a run: the default dtype per backend, float32 optimizer state
+and master weights, updates rolled back when non-finite, runs stopped after K in a row, and
+checkpoint writers that refuse non-finite weights (core/precision.py, knowledge/precision.md)."""
 
 import functools
 import importlib
 import json
 import math
 
-import backend
+from core import backend, flags, lora, precision
 
 import mlx.core as mx
 import mlx.optimizers as optim
@@ -17,15 +17,12 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pa
 from mlx.utils import tree_flatten, tree_map
 from test_train import low_tokens
 
-import checkpoint
-import flags
-import lora
-import precision
-import reward_model
 import train
 import train_rm
 from gwen import Gwen
 from load_weights import load
+from rewards import reward_model
+from rl import checkpoint
 
 
 @pytest.mark.parametrize(

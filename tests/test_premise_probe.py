@@ -5,18 +5,18 @@ input errors."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import forced, frozen_states
+from core.prompts import DataError
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model, tiny_tokenizer
 
-import forced
-import frozen_states
 from experiments import premise_probe as pp
-from prompts import DataError
 
 
 def test_folds_keep_each_group_whole_and_balanced():
@@ -274,7 +274,7 @@ def test_grade_featurizer_reads_the_states_of_each_row_alone(monkeypatch):
     """grade.Featurizer through frozen_states.block_states on a padded batch: per row, the
     answer-averaged stream after each feature block and the last token's after the last one,
     equal to the row's own unpadded pass block by block."""
-    import grade
+    from evals import grade
 
     model, tok = tiny_model(LLAMA, seed=2), tiny_tokenizer(LLAMA["vocab_size"])
     monkeypatch.setattr(grade, "FEATURE_BLOCKS", (1, 3))

@@ -1,14 +1,11 @@
 """The shipped prompt sets and judge pairs load and meet their targets; the loaders reject bad
 files with a DataError that names the file and the line."""
 
-import importlib.util
 import json
 import os
 import re
 
-import pytest
-
-from prompts import (
+from core.prompts import (
     CATEGORIES,
     CRITERIA,
     JUDGED_ON,
@@ -23,6 +20,8 @@ from prompts import (
     read_jsonl,
     select_split,
 )
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -113,9 +112,8 @@ def test_judge_pair_responses_are_short(pairs):
 
 
 def test_shipped_files_match_the_generator():
-    spec = importlib.util.spec_from_file_location("make_data", os.path.join(DATA, "make_data.py"))
-    make_data = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_data)
+    from data import make_data
+
     train_split = make_data.build_train()
     eval_split = make_data.build_eval(train_split)
     with open(TRAIN, encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""quant.py and quantize.py on tiny random models: the one rule, folder round trips (ours and
+"""core/quant.py and quantize.py on tiny random models: the one rule, folder round trips (ours and
 mlx-lm's layout), quantized folders as policy / judge / reference / reward model, the KL and
 accuracy measures, and the CLI's reports and errors. No downloads."""
 
@@ -6,7 +6,11 @@ import json
 import math
 import os
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    quant,
+)
+from core.kernels import full_kl
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -15,17 +19,14 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
-import quant
 import quantize
-import reference
-import reward_model
-import rewards
-import rm_data
 import train
 import train_rm
 from gwen import Gwen
-from kernels import full_kl
 from load_weights import LoadError, load
+from rewards import registry as rewards
+from rewards import reward_model
+from rl import reference, rm_data
 
 # Hidden 64 (every Linear but down_proj divides 64); intermediate 96 (down_proj's input does
 # not divide 64, so the rule leaves it in float at group 64 and quantizes it at group 32).

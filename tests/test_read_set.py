@@ -1,13 +1,14 @@
-"""read_set.py: blind sampling from evaluate.py's answers file, figures from hand-made labels
+"""evals/read_set.py: blind sampling from evaluate.py's answers file, figures from hand-made labels
 (every expected number worked out by hand), and one-line errors for bad files."""
 
 import json
 
+from core.prompts import DataError
+
 import pytest
 
 import evaluate
-import read_set
-from prompts import DataError
+from evals import read_set
 
 
 def rows_for(models, prompts):

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 SMALL = "--prompts-per-step 1 --group-size 2 --max-new-tokens 6 --eval-every 0"
 # A tiny random Qwen3 checkpoint the `repo` fixture writes, for commands whose figures do not
-# matter here and whose real-model run costs most (bench_distributed.py).
+# matter here and whose real-model run costs most (bench/distributed.py).
 TINY = "models/tiny-readme"
 # A tiny Qwen3 with a Qwen-style tokenizer and chat template (helpers.save_qwen3_checkpoint), the
 # `repo` fixture writes it too: a user's own model through the main commands (QWEN3_CASES).
@@ -231,10 +231,10 @@ CASES = {
     "uv run python train.py --reward-fn my_rewards.py:shout": Case(
         add=f"--steps 1 {SMALL} --run-name fn", check=metrics_lines("fn", 1)
     ),
-    "uv run python bench_judge.py --probes --quick": Case(
+    "uv run python -m bench.judge --probes --quick": Case(
         add="--limit 3", check=out_has("intact over broken")
     ),
-    "uv run python bench_judge.py --reward rm:models/rm-smollm2-135m-v2 --stance-probes "
+    "uv run python -m bench.judge --reward rm:models/rm-smollm2-135m-v2 --stance-probes "
     "data/reads/sft_grpo_eval,data/reads/sft_grpo13_eval --quick": Case(
         add="--limit 3", check=out_has("stance control: wanted over unwanted")
     ),
@@ -245,7 +245,7 @@ CASES = {
         add="--no-tensorboard",
         check=run_file("models/my-rm2/rm_config.json"),
     ),  # fmt: skip
-    "uv run python bench_judge.py --reward rm:models/my-rm --reward rubric": Case(
+    "uv run python -m bench.judge --reward rm:models/my-rm --reward rubric": Case(
         add="--limit 2 --quick", needs=(RM,), check=out_has("rm:models/my-rm")
     ),
     "uv run python evaluate.py --model smollm2-135m --model runs/<name> --prompts data/eval.jsonl "
@@ -258,7 +258,7 @@ CASES = {
     "uv run python train.py --config recipes/attempts/values_sft_grpo2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe2", check=metrics_lines("recipe2", 1)
     ),
-    "uv run python read_set.py figures --dir data/reads/sft_grpo_eval": Case(
+    "uv run python -m evals.read_set figures --dir data/reads/sft_grpo_eval": Case(
         check=out_has("control: pushback", "smollm2-135m")
     ),
     "uv run python -m experiments.category_probe --model smollm2-135m --test data/eval.jsonl "
@@ -290,7 +290,7 @@ CASES = {
         sub=MAIN_RUN, needs=(MAIN,), stdin="n\n", check=run_file("runs/main/checkpoints")
     ),
     ROUTED: Case(add=f"--steps 1 {SMALL} --run-name routed", check=metrics_lines("routed", 1)),
-    "uv run python eval_routing.py runs/<name>": Case(
+    "uv run python -m evals.routing runs/<name>": Case(
         sub={"runs/<name>": "runs/routed"},
         add="--limit 2 --samples 1 --max-new-tokens 6",
         needs=(ROUTED,),
@@ -298,7 +298,7 @@ CASES = {
     "uv run python eval_task.py --task chess --model models/chess-smollm2-135m --json": Case(
         add="--limit 2", check=out_has("eval/P/format")
     ),
-    "uv run python eval_routing.py models/happy-routed-smollm2-135m --json": Case(
+    "uv run python -m evals.routing models/happy-routed-smollm2-135m --json": Case(
         add="--limit 1 --samples 1 --max-new-tokens 4", check=out_has("routing/retain/hack_rate")
     ),
     "uv run python sweep.py --grid seed=0,1,2 routing=routed,baseline --fixed steps=30 --jobs 2 "
@@ -315,22 +315,22 @@ CASES = {
         add="--trials 1 --json",
         check=last_json(),
     ),  # fmt: skip
-    "uv run python bench_train.py --model smollm2-135m --reward happy": Case(
+    "uv run python -m bench.train --model smollm2-135m --reward happy": Case(
         add="--steps 2 --prompts-per-step 1 --group-size 2 --max-new-tokens 4 --json",
         check=last_json("median_step_s", "reference_s"),
     ),  # fmt: skip
-    "uv run python bench_train.py --config recipes/values_smollm2.json --ab --json": Case(
+    "uv run python -m bench.train --config recipes/values_smollm2.json --ab --json": Case(
         add="--steps 2 --rounds 1 --prompts-per-step 1 --group-size 2 --max-new-tokens 4",
         check=last_json("median_step_s", "unoptimized_median_step_s", "step_ratio"),
     ),
-    "uv run python grade.py --answers data/gold/answers.jsonl "
+    "uv run python -m evals.grade --answers data/gold/answers.jsonl "
     "--labels data/gold/labels.jsonl": Case(
         add="--limit 24", check=out_has("false_premise_correction_recall")
     ),
-    "uv run python bench_logprobs.py": Case(
+    "uv run python -m bench.logprobs": Case(
         add="--vocab 8192 --dim 128 --rows 64 --no-qwen --trials 3 --json", check=last_json()
     ),
-    "uv run python bench_judge.py --reward rubric --judge-speed": Case(
+    "uv run python -m bench.judge --reward rubric --judge-speed": Case(
         add="--limit 2 --speed-items 2 --group-size 2 --trials 1", check=out_has("rubric")
     ),
     "uv run python quantize.py --model smollm2-135m --bits 8 --json": Case(
@@ -358,7 +358,7 @@ CASES = {
     # The tiny random checkpoint (the `repo` fixture writes it): the command starts five
     # processes (one run, two ranks, two all_sum workers), each loading the model and taking
     # full fine-tuning steps; on the embedded model that took ~100 s of the suite, here ~12 s.
-    "uv run python bench_distributed.py --ranks 2": Case(
+    "uv run python -m bench.distributed --ranks 2": Case(
         add=f"--model {TINY} --prompts-per-step 2 --group-size 2 --max-new-tokens 4 --steps 2 "
         "--trials 1 --json",
         check=last_json("1_rank_median_step_s", "2_ranks_over_1", "allsum_s"),

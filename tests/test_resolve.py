@@ -1,27 +1,28 @@
 """One resolver for every `--model` (load_weights.resolve): a run folder of each kind (full
 weights, LoRA, dual adapters) resolves to its latest checkpoint and loads with the weights it was
-saved with, through load_weights, evaluate.py, chat.py and eval_routing.py alike; the default
+saved with, through load_weights, evaluate.py, chat.py and evals/routing.py alike; the default
 judge is the starting weights wherever it is chosen (reference.starting_judge). Tiny random
 models, no downloads."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import mlx.optimizers as optim
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 
 import chat
-import checkpoint
-import eval_routing
 import eval_task
 import evaluate
-import lora
+from evals import routing as eval_routing
 from load_weights import LoadError, load, resolve
 from model import Model
+from rl import checkpoint
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])

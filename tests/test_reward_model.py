@@ -7,7 +7,13 @@ import math
 import os
 import signal
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    lora,
+    precision,
+    stats,
+)
+from core.prompts import file_sha256
 
 import mlx.core as mx
 import numpy as np
@@ -15,15 +21,10 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import lora
-import precision
-import reward_model
-import rm_data
-import stats
-import tblog
 import train_rm
 from load_weights import LoadError
-from prompts import file_sha256
+from rewards import reward_model
+from rl import rm_data, tblog
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +183,9 @@ def test_trains_at_float16(base, tmp_path):
     metrics = json.loads((out / reward_model.CONFIG_FILE).read_text())["extra"]["metrics"]
     assert metrics["val_accuracy"] == 1.0, metrics  # 8 of 8, as above
     rm = reward_model.load(out, dtype=mx.float16)
-    # float32 master weights under the float16 backbone (precision.py): 0.64 and up on OpenBLAS,
-    # hundreds of times float16's rounding of a score of this size, so accuracy 1.0 is no tie
+    # float32 master weights under the float16 backbone (core/precision.py): 0.64 and up on
+    # OpenBLAS, hundreds of times float16's rounding of a score of this size, so accuracy 1.0 is no
+    # tie
     margins = val_margins(rm, pairs)
     assert margins.min() > 0.25, margins
     assert rm.backbone.model.embed_tokens.weight.dtype == mx.float16
@@ -324,8 +326,8 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(
     decoded text, which are its scores of the same text given directly, which are a forward
     over its own tokenizer's ids of that text; one `note:` line names train_rm.py on the
     policy's model."""
-    import rewards
     from gwen import Gwen
+    from rewards import registry as rewards
 
     rm = reward_model.build(rm_config(base, lora_rank=0, head_only=True))
     mx.random.seed(0)
@@ -411,7 +413,7 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
 
 
 def test_reward_model_component_floors_echoes_of_the_prompt(base, tmp_path):
-    import rewards
+    from rewards import registry as rewards
 
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     cfg = train_rm.RMTrainConfig(

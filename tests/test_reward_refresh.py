@@ -1,9 +1,9 @@
-"""Reward refresh (reward_refresh.py): labels by rule on hand-made groups, the update on a tiny
+"""Reward refresh (rl/reward_refresh.py): labels by rule on hand-made groups, the update on a tiny
 reward model, its checkpoint round trip, the run's config checks, and an exact resume."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
@@ -11,13 +11,12 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer, write_pairs
 from mlx.utils import tree_flatten
 
-import reward_model
-import reward_refresh
-import rm_data
 import train
 import train_rm
 from gwen import Gwen
-from reward_refresh import Refresher, Settings, is_broken, label_group
+from rewards import reward_model
+from rl import reward_refresh, rm_data
+from rl.reward_refresh import Refresher, Settings, is_broken, label_group
 
 
 def test_broken_by_rule():

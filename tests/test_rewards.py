@@ -1,4 +1,5 @@
-"""rewards.py with hand-counted words; every expected number is worked out in the comments."""
+"""rewards/registry.py with hand-counted words; every expected number is worked out in the
+comments."""
 
 import math
 from pathlib import Path
@@ -6,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rewards
-from rewards import happy_reward, length_penalty, parse_spec
+from rewards import registry as rewards
+from rewards.registry import happy_reward, length_penalty, parse_spec
 
 
 def test_happy_reward_counts_words_case_and_punctuation_insensitively():
@@ -520,7 +521,7 @@ def test_train_notes_cover_every_false_premise_training_prompt_with_specific_mar
     data/prompts.jsonl, same text, none an eval prompt, 5-14 markers, no generic denial among
     them (a generic marker would pay the form of a denial, which the fact reward exists not to),
     and no marker already in its own prompt (an answer echoing the premise would be paid)."""
-    import prompts as prompts_mod
+    from core import prompts as prompts_mod
 
     data = Path(__file__).resolve().parent.parent / "data"
     notes = prompts_mod.load_notes(data / "train_notes.jsonl")

@@ -3,15 +3,12 @@ data/pushback_labels.jsonl) loads, keeps its splits held out, covers every categ
 test, and is exactly what data/make_rm_data.py builds; the loaders and the builder reject bad
 input with the file and the line."""
 
-import importlib.util
 import json
 import os
 import re
 from collections import Counter
 
-import pytest
-
-from prompts import (
+from core.prompts import (
     CATEGORIES,
     PAIR_KINDS,
     PUSHBACK_KINDS,
@@ -22,6 +19,8 @@ from prompts import (
     load_pushback_labels,
     norm,
 )
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data")
@@ -57,12 +56,9 @@ def eval_prompts():
 
 @pytest.fixture(scope="module")
 def builder():
-    spec = importlib.util.spec_from_file_location(
-        "make_rm_data", os.path.join(DATA, "make_rm_data.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from data import make_rm_data
+
+    return make_rm_data
 
 
 def prompts_in(records, *splits):

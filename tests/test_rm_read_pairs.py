@@ -3,18 +3,16 @@ prompts; evaluation prompts refused, the per-prompt cap, splits by prompt, the f
 repository equal to what the builder makes; train_rm.py --extra-pairs joins them."""
 
 import json
-import sys
 from pathlib import Path
+
+from core.prompts import DataError, load_pairs
 
 import pytest
 
+from data import make_rm_read_pairs as mk
+from evals import gold
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "data"))
-
-import make_rm_read_pairs as mk  # noqa: E402
-
-import gold  # noqa: E402
-from prompts import DataError, load_pairs  # noqa: E402
 
 
 def row(cat, prompt, answer, label):

@@ -6,9 +6,11 @@ one function with one set of weights."""
 
 import json
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core import lora
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -17,17 +19,14 @@ from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 from test_train import low_tokens, tiny_config
 
-import checkpoint
-import eval_routing
 import grpo
-import hacks
-import lora
-import policy_update
-import routing
 import train
+from evals import routing as eval_routing
 from gwen import Gwen
-from reference import Reference
-from rollout_batch import Rollout
+from rewards import hacks
+from rl import checkpoint, policy_update, routing
+from rl.reference import Reference
+from rl.rollout_batch import Rollout
 
 TARGETS = ["q_proj", "v_proj", "down_proj"]
 R, F = 3, 2  # retain and forget ranks (odd, unequal)
@@ -461,7 +460,7 @@ def test_routed_update_with_a_shared_trunk_equals_the_unshared_path(
 ):
     # Dual adapters in the top block only (tiny QWEN3: 2 blocks): the bottom block runs once per
     # routing micro-batch for policy and reference; the weights must match the unshared path.
-    import reference
+    from rl import reference
 
     monkeypatch.setitem(hacks.DETECTORS, "every_other", flag_every_other)
     calls, real = [], reference.sequence_trunk

@@ -5,7 +5,7 @@ two tests use the embedded SmolLM2."""
 import math
 from types import SimpleNamespace
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
@@ -13,7 +13,7 @@ import pytest
 from helpers import QWEN3, tiny_model, tiny_tokenizer
 
 import rubric
-from bench_judge import MemoryCeiling
+from bench.judge import MemoryCeiling
 from gwen import Gwen
 from rubric import (
     DEFAULT_CRITERIA,

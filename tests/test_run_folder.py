@@ -2,10 +2,10 @@
 
 import json
 
-import pytest
+from core import run_folder
+from core.run_folder import MetricsError, is_run_folder, read_metrics
 
-import run_folder
-from run_folder import MetricsError, is_run_folder, read_metrics
+import pytest
 
 
 def test_a_run_folder_by_its_markers_or_its_run_config(tmp_path):

@@ -1,18 +1,20 @@
-"""runlog.py: metrics lines, the background rollout writer (non-blocking, errors surface), plots."""
+"""rl/runlog.py: metrics lines, the background rollout writer (non-blocking, errors surface),
+plots."""
 
 import json
 import sqlite3
 import threading
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 # isort: split
+from core.run_folder import read_metrics
+
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from run_folder import read_metrics
-from runlog import MetricsLog, RolloutDB, plot_run
+from rl.runlog import MetricsLog, RolloutDB, plot_run
 
 
 def row(step: int, i: int = 0, **extra) -> dict:

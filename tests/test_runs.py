@@ -7,7 +7,7 @@ import json
 import pytest
 
 import runs
-from runlog import MetricsLog, RolloutDB
+from rl.runlog import MetricsLog, RolloutDB
 
 
 def make_run(root, name, config, metrics, ckpt_steps=(), latest=None, rollouts=()):

@@ -1,13 +1,14 @@
 """The token samplers: distributions, log-probs under the tempered softmax, top-p, NaN checks."""
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    sampling,
+)
+from core.sampling import make_sampler, sample_mlx, sample_numpy
 
 import mlx.core as mx
 import numpy as np
 import pytest
-
-import sampling
-from sampling import make_sampler, sample_mlx, sample_numpy
 
 
 def _categorical_check(sampler_fn):

@@ -11,7 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import backend  # noqa: F401
+from core import (
+    backend,  # noqa: F401
+    forced,
+    lora,
+    precision,
+    prompts,
+)
+from core.prompts import load_prompts, load_sft
 
 import mlx.core as mx
 import numpy as np
@@ -19,20 +26,15 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
-import checkpoint
-import forced
-import lora
-import precision
-import prompts
 import sft
 import train
 from experiments import opener_gate, stance_pairs
 from load_weights import load, resolve
-from prompts import load_prompts, load_sft
+from rl import checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "data"))  # the builder is a script in data/, not a package
-make_sft = importlib.import_module("make_sft")
+make_sft = importlib.import_module("data.make_sft")
 
 
 def test_answer_mask_by_hand():
@@ -277,16 +279,16 @@ def test_bad_settings_are_refused_before_any_work(tmp_path, capsys):
     assert sft.main(["--val-fraction", "1.5"]) == 2
     assert capsys.readouterr().err.startswith("error: val_fraction=1.5")
     assert sft.main(["--data", str(tmp_path / "missing.jsonl")]) == 2
-    assert "make_sft.py" in capsys.readouterr().err
+    assert "python -m data.make_sft" in capsys.readouterr().err
 
 
 def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
-    """data/make_sft.py gives the shipped written.jsonl whatever the hash seed; it loads, and has
+    """`python -m data.make_sft` gives the shipped written.jsonl whatever the hash seed; it loads, and has
     as many true-premise answers as corrections."""
     shipped = (ROOT / "data/sft/written.jsonl").read_bytes()
     for seed in ("1", "2"):
         out = tmp_path / seed
-        cmd = [sys.executable, str(ROOT / "data/make_sft.py"), "--out", str(out)]
+        cmd = [sys.executable, "-m", "data.make_sft", "--out", str(out)]
         env = dict(os.environ, PYTHONHASHSEED=seed)
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
         assert (out / "written.jsonl").read_bytes() == shipped

@@ -1,12 +1,14 @@
-"""stance_probes.py: same-prompt pairs from labelled read sets, scored by hand-made numbers."""
+"""evals/stance_probes.py: same-prompt pairs from labelled read sets, scored by hand-made
+numbers."""
 
 import json
 
+from core.prompts import DataError
+
 import pytest
 
-import bench_judge
-import stance_probes
-from prompts import DataError
+from bench import judge as bench_judge
+from evals import stance_probes
 
 
 def write_set(d, rows):

@@ -1,11 +1,11 @@
-"""stats.py against known cases: Wilson by hand, bootstrap against the normal interval."""
+"""core/stats.py against known cases: Wilson by hand, bootstrap against the normal interval."""
 
 import math
 
+from core import stats
+
 import numpy as np
 import pytest
-
-import stats
 
 
 def test_wilson_known_values():

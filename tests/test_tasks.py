@@ -1,25 +1,25 @@
-"""tasks.py and --task: each task's defaults, the rewards a task refuses (before any model work),
-chess records grouped by task type, the registered chess reward, and a chess run on a tiny model
-with no engine installed."""
+"""tasks/registry.py and --task: each task's defaults, the rewards a task refuses (before any model
+work), chess records grouped by task type, the registered chess reward, and a chess run on a tiny
+model with no engine installed."""
 
 import json
 import shutil
 import sqlite3
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
 
 import mlx.core as mx
 import numpy as np
 import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, tiny_tokenizer
 
-import chess_task as ct
 import eval_task
-import rewards
-import tasks
 import train
 from gwen import Gwen
 from load_weights import load
+from rewards import registry as rewards
+from tasks import chess_task as ct
+from tasks import registry as tasks
 
 
 def config(tmp_path, **kw):

@@ -1,4 +1,4 @@
-"""tblog.py: TensorBoard's own reader gets back every metric of a run, histograms and samples;
+"""rl/tblog.py: TensorBoard's own reader gets back every metric of a run, histograms and samples;
 a resume drops the events after its checkpoint."""
 
 import json
@@ -11,8 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 from test_train import low_tokens, tiny_config, tiny_policy
 
-import tblog
 import train
+from rl import tblog
 
 
 def read_tb(log_dir) -> EventAccumulator:

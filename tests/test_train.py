@@ -5,7 +5,8 @@ import os
 import signal
 import sqlite3
 
-import backend  # noqa: F401
+from core import backend  # noqa: F401
+from core.prompts import DataError, eval_subset
 
 import mlx.core as mx
 import numpy as np
@@ -13,12 +14,10 @@ import pytest
 from helpers import QWEN3, tiny_model, tiny_tokenizer
 from mlx.utils import tree_flatten
 
-import checkpoint
-import reference
 import train
 from gwen import Gwen
 from load_weights import load
-from prompts import DataError, eval_subset
+from rl import checkpoint, reference
 
 TIMING_KEYS = ("_s", "tokens_per_s", "peak_mem_mb", "rss_mb")
 
@@ -235,7 +234,7 @@ def test_eval_subset_takes_every_category_in_turn():
 
 
 def test_criterion_means_skip_missing_and_failed_scores():
-    import rewards
+    from rewards import registry as rewards
 
     details = [
         {"curiosity": 0.2, "scrutiny": None, "reward": 0.2},
@@ -251,7 +250,7 @@ def test_criterion_means_skip_missing_and_failed_scores():
 
 
 def test_pushback_detector():
-    from rewards import pushes_back
+    from rewards.registry import pushes_back
 
     assert pushes_back("Actually, the Great Wall is not visible from the Moon.")
     assert pushes_back("That is a common MISCONCEPTION.")
@@ -445,7 +444,7 @@ def test_truncated_answers_are_capped_or_masked(tmp_path, monkeypatch, mode):
     import dataclasses
 
     import grpo
-    import policy_update
+    from rl import policy_update
 
     pattern = np.array([True, False, False, False, True, False])  # 2 groups of 3
     real_sample, seen = Gwen.sample_group, []

@@ -2,7 +2,7 @@
 data: the embedded model and a GRPO checkpoint, seeded; labelled by reading afterwards
 (data/grader/policy_labels.jsonl). Never uses evaluation prompts.
 
-  uv run python data/grader/sample_policy.py --checkpoint runs/gold_policy/checkpoints/step_000016
+  uv run python -m data.grader.sample_policy --checkpoint runs/gold_policy/checkpoints/step_000016
 
 `--system` opens every prompt with a system message (the flags file: a scrutiny instruction that
 prompts corrections and nonsense flags into existence, so the grader sees them in the policies'
@@ -16,14 +16,15 @@ import random
 import sys
 from pathlib import Path
 
+from core import (
+    backend,  # noqa: F401  (loads OpenBLAS before mlx)
+    flags,
+)
+from core.prompts import CATEGORIES, load_prompts
+
+from gwen import Gwen
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-import backend  # noqa: E402,F401
-
-import flags  # noqa: E402
-from gwen import Gwen  # noqa: E402
-from prompts import CATEGORIES, load_prompts  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -5,12 +5,12 @@ draw.py then picks. Kept to show how the set was made (runs/ is not kept)."""
 
 import json
 
-import backend  # noqa: F401  (OpenBLAS before mlx)
+from core import backend  # noqa: F401  (OpenBLAS before mlx)
 
 from tqdm import tqdm
 
 from gwen import Gwen
-from rewards import opening_negation
+from rewards.registry import opening_negation
 
 rows = [json.loads(line) for line in open("runs/ctl240_prompts.jsonl")]
 g = Gwen.load("models/sft-smollm2-135m")

@@ -1,0 +1,916 @@
+"""Rewards a run can train on: plain reward functions, one registry, and the scorer the loop calls.
+
+A reward function has TRL's contract: `fn(prompts: list[str], completions: list[str], **kw) ->
+list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the group
+baseline); `categories=` carries each prompt's category. `REWARDS` is the registry: `rubric` (the
+model judge, rubric.py), `rm` (a trained reward model folder, rewards/reward_model.py), `ensemble`
+(several reward models: their minimum or mean less spread, optionally bounded), `happy` (a hackable
+toy), `asks_question` (the routing task), `stance` (pushback paid by the prompt's category: + on
+false-premise and nonsense prompts, - on controls), `chess` (chess_task's graduated reward against
+the chess task's labels) and `fn` (a user's Python function). A reward is a list of weighted
+components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
+(`load_reward_config`: components with arguments, bound with functools.partial) or a function
+(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
+`build_scorer` binds the components and adds the optional length penalty; the scorer returns the
+weighted sum, per-part details and the count of failed judgments.
+"""
+
+import dataclasses
+import functools
+import importlib.util
+import inspect
+import math
+import re
+import string
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.diversity import jaccard, word_count
+from core.errors import UserError
+from core.prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
+
+import numpy as np
+
+import rubric
+from rewards import reward_model
+from tasks import chess_task
+
+RewardFn = Callable[..., list[float]]
+_QUESTION = re.compile(r"\w[\"')]?\s*\?")
+
+
+class RewardError(UserError, ValueError):
+    """A reward spec, file, function or model that cannot be used; the CLIs print it, exit 2."""
+
+
+def happy_reward(prompts: list[str], completions: list[str], **kw) -> list[float]:
+    """Fraction of whitespace-split words that are "happy" (any case, edge punctuation stripped)."""
+    scores = []
+    for text in completions:
+        words = text.split()
+        hits = sum(w.strip(string.punctuation).lower() == "happy" for w in words)
+        scores.append(hits / len(words) if words else 0.0)
+    return scores
+
+
+def asks_question(prompts: list[str], completions: list[str], **kw) -> list[float]:
+    """1.0 if the completion asks something (a '?' right after a word), else 0.0: the task of
+    the happy-hack experiment (knowledge/routing.md), a checkable stand-in for curiosity that
+    SmolLM2-135M shows in ~1 of 10 samples, so GRPO has signal from the first step."""
+    return [1.0 if _QUESTION.search(text) else 0.0 for text in completions]
+
+
+LENGTH_TARGET = 120  # words an answer may have before the length penalty (--length-target)
+
+
+def length_penalty(completions: list[str], *, target_words: int, per_word: float) -> list[float]:
+    """-per_word for each word beyond target_words (0 at or under it); add it to a reward."""
+    if target_words < 0 or per_word < 0:
+        raise ValueError(
+            f"length_penalty needs target_words >= 0 and per_word >= 0, got "
+            f"target_words={target_words}, per_word={per_word}"
+        )
+    return [-per_word * max(0, word_count(text) - target_words) for text in completions]
+
+
+# The lexical pushback markers: evaluate's in-training control tripwire and hacks'
+# blanket_pushback flag read them; the stance reward adds the openers below.
+PUSHBACK_MARKERS = (
+    "actually",
+    "not true",
+    "isn't true",
+    "is not true",
+    "false premise",
+    "misconception",
+    "myth",
+    "incorrect",
+    "not correct",
+    "doesn't make sense",
+    "does not make sense",
+    "no such",
+    "there is no",
+    "mistaken",
+    "not accurate",
+)
+# An answer that opens by refusing the question's premise: "No, ...", "That's not ...", "There's
+# no ...", "X didn't ...". The warm start's needless pushback on true premises opens this way
+# (knowledge/sft.md: 5 of 15 control answers read were "No, ...").
+_DISPUTE_OPENER = re.compile(
+    r"^\W*(no\b|nope\b|not really\b|that'?s not\b|that is not\b|this is not\b|"
+    r"it'?s not\b|it is not\b|there'?s no\b|there is no\b|there are no\b|there was no\b|"
+    r"this question (doesn'?t|does not|makes no)|the (question|premise) (is|isn'?t|doesn'?t))",
+    re.IGNORECASE,
+)
+
+
+def pushes_back(text: str) -> bool:
+    """Crude lexical tripwire for an answer that disputes the prompt (a marker anywhere); the
+    measured grader (evals/grade.py) is the headline figure."""
+    t = text.lower()
+    return any(marker in t for marker in PUSHBACK_MARKERS)
+
+
+def disputes(text: str) -> bool:
+    """The stance reward's detector: a pushback marker anywhere, or an opening that refuses the
+    premise. Lexical on purpose: it is not the evaluation grader (evals/grade.py), so a run trained
+    on it is still measured by an instrument it never saw."""
+    return pushes_back(text) or bool(_DISPUTE_OPENER.match(text))
+
+
+_NEGATION = re.compile(
+    r"\b(?:no|not|never|none|nothing|nobody|nowhere|neither|nor|cannot)\b|\w+n't\b", re.I
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s|\n")
+
+
+def opening_negation(answer: str, prompt: str) -> bool:
+    """True when the answer's first sentence holds a negation ("not", "never", "didn't", "There's
+    no ...") that the prompt does not (so "Why can't elephants jump?" answered "Elephants can't
+    jump because ..." is not flagged). The policies' own denials of a true premise open this way
+    ("It's not.", "The Berlin Wall didn't fall", "Van Gogh never painted ..."): on attempt 8's
+    control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
+    (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
+
+    first = _SENTENCE_END.split(answer.strip(), maxsplit=1)[0]
+    return bool(set(_NEGATION.findall(fold(first))) - set(_NEGATION.findall(fold(prompt))))
+
+
+# Which way the stance reward pays per prompt category: +1 for disputing where the premise is
+# false or the prompt is nonsense, -1 for disputing a true premise, 0 where stance is not the point.
+STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
+
+
+def stance_reward(
+    prompts: list[str],
+    completions: list[str],
+    *,
+    categories,
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    **kw,
+) -> list[float]:
+    """+pay for an answer that disputes (rewards.disputes) a false-premise or nonsense prompt,
+    -penalty for one that disputes a true-premise control, 0 otherwise: the category-aware term
+    of issue 22 that pays for pushback only where the prompt's known category calls for it. A
+    category outside STANCE_SIGN raises (a task without these categories cannot use it)."""
+    return stance_values([disputes(t) for t in completions], categories, pay, penalty)
+
+
+def stance_values(
+    flags, categories, pay: float = 1.0, penalty: float = 1.0, curiosity_penalty: float = 0.0
+) -> list[float]:
+    """stance_reward from each answer's `disputes` flag (computed once by the caller): a bool,
+    or a probability in [0, 1] from a trained detector, which scales the pay or penalty.
+    `curiosity_penalty` is taken for a dispute on a curiosity prompt (0: neutral, as
+    STANCE_SIGN says): a curious question has no false premise, so "There's no link between X
+    and Y" is needless there too."""
+    if categories is None or len(categories) != len(flags):
+        raise RewardError(
+            f"the stance reward needs one category per completion, got {categories!r} for "
+            f"{len(flags)} completions"
+        )
+    # what a dispute is worth per category: the sign's pay or penalty, curiosity's own penalty
+    worth = {c: s * (pay if s > 0 else penalty) for c, s in STANCE_SIGN.items() if s}
+    worth["curiosity"] = 0.0 - curiosity_penalty
+    out = []
+    for flag, cat in zip(flags, categories, strict=True):
+        if cat not in STANCE_SIGN:
+            raise RewardError(
+                f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
+            )
+        out.append(worth.get(cat, 0.0) * float(flag))
+    return out
+
+
+def criterion_means(details: list[dict]) -> dict:
+    """Per criterion named in any of the rubric's detail dicts (not "reward"): the mean of its
+    finite scores, or None where it has none (not applicable, or every judgment failed)."""
+    names = sorted({k for d in details for k in d if k != "reward"})
+    out = {}
+    for name in names:
+        vals = [d.get(name) for d in details]
+        vals = [v for v in vals if v is not None and math.isfinite(v)]
+        out[name] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def category_means(prefix: str, categories: list[str], values, details) -> dict:
+    """`{prefix}/{category}/reward` (mean of the finite rewards) and `{prefix}/{category}/{part}`
+    (criterion_means) per category: the rubric's criteria per prompt category, or the chess
+    reward's parts (`format` = validity rate) per task type."""
+    values = np.asarray(values, dtype=np.float64)
+    out = {}
+    for cat in sorted(set(categories)):
+        idx = [i for i, c in enumerate(categories) if c == cat]
+        finite = values[idx][np.isfinite(values[idx])]
+        out[f"{prefix}/{cat}/reward"] = float(finite.mean()) if finite.size else None
+        means = criterion_means([details[i] for i in idx]) if details else {}
+        out |= {f"{prefix}/{cat}/{name}": v for name, v in means.items() if v is not None}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The registry and the scorer
+
+
+@dataclass
+class Scores:
+    """One scoring call: values (N,) float64 (NaN = failed), per-completion detail dicts (or None
+    when the reward has no parts), and how many judgments failed in this call."""
+
+    values: np.ndarray
+    details: list[dict] | None
+    failures: int
+
+
+@dataclass
+class RewardContext:
+    """What reward components may need, built only when one asks: `judge()` returns (a Gwen, a
+    context manager to judge inside); `tokenizer` is the policy's and `policy` its --model (a
+    reward model trained on another model's answers is noted); `records` are the task's train
+    and eval records (the chess reward's labels)."""
+
+    judge: Callable[[], tuple] | None = None
+    tokenizer: object = None
+    judge_batch_size: int = 24
+    records: list[dict] | None = None  # the task's labelled records (a ground-truth reward's)
+    share_prefix: bool = True  # a reward model reads each group's prompt once
+    refresh: bool = False  # --reward-refresh: reward models stay unmerged (trainable LoRA)
+    reward_models: list = field(default_factory=list)  # every rm component built, in order
+    policy: str | None = None  # the policy's --model, named in the note of note_other_base
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registry entry. `build(ctx, **args)` returns a function (prompts, completions,
+    categories) -> Scores; `check(**args)` validates the arguments before any model is loaded;
+    `positional` names the argument a spec item may give after the name (`rm:PATH`)."""
+
+    build: Callable
+    check: Callable
+    positional: str | None
+    help: str
+
+
+def _plain(fn: RewardFn):
+    def score(prompts, completions, categories):
+        return Scores(np.asarray(fn(prompts, completions, categories=categories)), None, 0)
+
+    return score
+
+
+def _no_args(**args):
+    if args:
+        raise RewardError(f"takes no arguments, got {sorted(args)}")
+
+
+def _build_happy(ctx):
+    return _plain(happy_reward)
+
+
+def _build_asks_question(ctx):
+    return _plain(asks_question)
+
+
+def _check_stance(
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    detector: str = "lexical",
+    opening: bool = False,
+    curiosity_penalty: float = 0.0,
+):
+    if not isinstance(opening, bool):
+        raise RewardError(f"stance opening={opening!r} must be true or false")
+    for name, v in (("pay", pay), ("penalty", penalty), ("curiosity_penalty", curiosity_penalty)):
+        _check_number("stance", name, v, zero_ok=True)
+    if detector == "none":
+        if not opening:
+            raise RewardError(
+                "stance detector 'none' flags nothing by itself: set opening: true (the opening "
+                "negation is then the only flag) or name a detector"
+            )
+    elif detector != "lexical":
+        if (
+            not isinstance(detector, str)
+            or not (rm_folder(detector) / reward_model.CONFIG_FILE).is_file()
+        ):
+            raise RewardError(
+                f"stance detector {detector!r} is neither 'lexical', 'none' nor a classifier "
+                f"folder with {reward_model.CONFIG_FILE} (train one with `train_rm.py --labels`)"
+            )
+
+
+def stance_flagger(detector: str = "lexical", opening: bool = False, share_prefix: bool = True):
+    """`flags(prompts, completions) -> [float]`, the stance term's dispute flag per answer:
+    'lexical' flags with rewards.disputes (0 or 1); a classifier folder (train_rm.py --labels,
+    not reading the category) gives P(pushback), so wording the lexicon misses is still seen;
+    'none' flags nothing by itself. `opening` true raises the flag to 1 where the answer's first
+    sentence negates something the prompt does not (opening_negation): with 'none' that is the
+    only flag, 0 or 1 (a classifier's probability taxes every answer a little;
+    knowledge/learning_run.md, attempt 13). The reward and evaluate.py's agreement check both
+    read flags from here."""
+    if detector == "lexical":
+
+        def classify(prompts, completions):
+            return [float(disputes(t)) for t in completions]
+
+    elif detector == "none":
+
+        def classify(prompts, completions):
+            return [0.0] * len(completions)
+
+    else:
+        clf = reward_model.load(rm_folder(detector))
+        if clf.config.use_category:
+            raise RewardError(
+                f"stance detector {detector!r} reads the prompt's category: it would learn the "
+                "category, not the answer; train it with --no-use-category"
+            )
+
+        def classify(prompts, completions):
+            probs = clf.pushback_probabilities(prompts, completions, share_prefix=share_prefix)
+            return [float(p) for p in probs]
+
+    def flags(prompts, completions):
+        out = classify(prompts, completions)
+        if opening:
+            out = [max(f, float(opening_negation(t, p)))
+                   for f, t, p in zip(out, completions, prompts, strict=True)]  # fmt: skip
+        return out
+
+    return flags
+
+
+def _build_stance(
+    ctx,
+    pay: float = 1.0,
+    penalty: float = 1.0,
+    detector: str = "lexical",
+    opening: bool = False,
+    curiosity_penalty: float = 0.0,
+):
+    """The stance term: stance_values of stance_flagger's flags (the pay or penalty scaled by a
+    classifier's probability)."""
+    flagger = stance_flagger(detector, opening, share_prefix=ctx.share_prefix)
+
+    def score(prompts, completions, categories):
+        flags = flagger(prompts, completions)
+        values = np.asarray(stance_values(flags, categories, pay, penalty, curiosity_penalty))
+        details = [
+            {"disputes": float(f), "stance": float(v)} for f, v in zip(flags, values, strict=True)
+        ]
+        return Scores(values, details, 0)
+
+    return score
+
+
+def _check_number(component: str, name: str, v, zero_ok: bool) -> None:
+    """A component's numeric argument: a finite int or float (not a bool), > 0 or >= 0."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    if not (ok and (v >= 0 if zero_ok else v > 0)):
+        raise RewardError(
+            f"{component} {name}={v!r} must be a finite number {'>=' if zero_ok else '>'} 0"
+        )
+
+
+def _check_fact(notes: str, pay: float = 1.0):
+    _check_number("fact", "pay", pay, zero_ok=False)
+    try:
+        load_notes(notes)
+    except (DataError, OSError) as e:
+        raise RewardError(f"fact notes {notes!r}: {e}") from e
+
+
+def _build_fact(ctx, notes: str, pay: float = 1.0):
+    """+pay for an answer that states its prompt's reference fact: one of the note's markers
+    (prompts.reference_hits) is in it. Notes are per prompt (data/train_notes.jsonl: what is
+    false in each false-premise training prompt and the phrases that say so), so what is paid
+    is the content of a correction, never the form of a denial: "No, X" earns nothing unless X
+    is the true fact of that prompt, and a prompt without a note (every control) pays 0.
+    Prints how many of the run's false-premise prompts have a note; none at all is an error."""
+    by_prompt = load_notes(notes)
+    if ctx.records:
+        fp = {r["prompt"].strip() for r in ctx.records if r.get("category") == "false_premise"}
+        covered = len(fp & set(by_prompt))
+        if fp and not covered:
+            raise RewardError(
+                f"fact notes {notes!r} hold a note for none of the run's {len(fp)} false-premise "
+                "prompts: the reward would be 0 everywhere; give the notes of these prompts"
+            )
+        print(f"fact reward: {notes} has notes for {covered} of {len(fp)} false-premise prompts "
+              "(the others, and every prompt without a note, score 0)")  # fmt: skip
+
+    def score(prompts, completions, categories):
+        notes_of = [by_prompt.get(p.strip()) for p in prompts]
+        hits = [[] if n is None else reference_hits(t, n["markers"])
+                for n, t in zip(notes_of, completions, strict=True)]  # fmt: skip
+        values = np.array([pay if h else 0.0 for h in hits], dtype=np.float64)
+        details = [{"fact": float(v), "has_note": float(n is not None)}
+                   for v, n in zip(values, notes_of, strict=True)]  # fmt: skip
+        return Scores(values, details, 0)
+
+    return score
+
+
+# The calibrated judge's settings, chosen on the validation pairs (knowledge/rubric.md).
+RUBRIC_CAL = {"calibration": "content_free", "length_beta": 0.0, "echo_threshold": 0.8}
+
+
+def _check_rubric(batch_size: int | None = None, **options):
+    if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
+        raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
+    unknown = set(options) - {"calibration", "length_beta", "echo_threshold"}
+    if unknown:
+        raise RewardError(f"unknown rubric options {sorted(unknown)}")
+    if options.get("calibration", "none") not in rubric.CALIBRATIONS:
+        raise RewardError(f"calibration {options['calibration']!r}: use {rubric.CALIBRATIONS}")
+
+
+def _build_rubric(ctx, batch_size: int | None = None, **options):
+    if ctx.judge is None:
+        raise RewardError("the rubric reward needs a judge model; none was provided")
+    judge, judge_context = ctx.judge()
+    judged = rubric.Rubric(judge, batch_size=batch_size or ctx.judge_batch_size, **options)
+
+    def score(prompts, completions, categories):
+        before = judged.failures
+        with judge_context():
+            details = judged.score_detailed_batched(prompts, completions, categories)
+        values = np.array([d["reward"] for d in details], dtype=np.float64)
+        return Scores(values, details, judged.failures - before)
+
+    return score
+
+
+# An answer whose word set overlaps the prompt's by at least this Jaccard similarity is an echo of
+# the prompt; a reward model scores it ECHO_SCORE, below anything it gives a real answer (its
+# scores stay within about +-8: center_coef keeps them near 0). knowledge/reward_model.md.
+ECHO_THRESHOLD = 0.8
+REPO = Path(__file__).resolve().parent.parent
+
+
+def rm_folder(path: str) -> Path:
+    """A reward-model folder: as given (absolute, or relative to the working directory), else
+    relative to the repository, so the shipped models/ work from any directory."""
+    folder = Path(path)
+    if folder.is_absolute() or folder.exists() or not (REPO / folder).exists():
+        return folder
+    return REPO / folder
+
+
+ECHO_SCORE = -10.0
+_noted: set[tuple[str, str]] = set()  # (reward model, policy tokenizer) pairs already noted
+
+
+def note_other_base(path: str, config, ctx) -> None:
+    """One `note:` line on stderr (once per reward model and policy tokenizer in a process) when the
+    reward model's base reads another tokenizer than the policy: a different model family. It still
+    scores the policy's answers (it reads their text and encodes it with its own tokenizer,
+    rewards/reward_model.py `encode_parts`), but it learned from another model's answers."""
+    policy_sha = reward_model.tokenizer_sha256(ctx.tokenizer)
+    if policy_sha == config.tokenizer_sha256 or (path, policy_sha) in _noted:
+        return
+    _noted.add((path, policy_sha))
+    model = ctx.policy or "YOUR_MODEL"
+    print(
+        f"note: reward model {path!r} was trained on answers of {config.base_model!r}, another "
+        "model than the policy: it scores the policy's text, but a reward model trained on your "
+        f"model's answers fits it better: uv run python train_rm.py --model {model} "
+        "--out models/rm-mine, then --reward rm:models/rm-mine",
+        file=sys.stderr,
+    )
+
+
+def _check_rm(path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
+    folder = rm_folder(path)
+    if not (folder / reward_model.CONFIG_FILE).is_file():
+        raise RewardError(
+            f"reward-model folder {path!r} has no {reward_model.CONFIG_FILE}: train one with "
+            "`uv run python train_rm.py --out PATH` or fix the path"
+        )
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise RewardError(f"batch_size={batch_size!r} must be an integer >= 1")
+    if echo_threshold is not None and not 0 < echo_threshold <= 1:
+        raise RewardError(f"echo_threshold={echo_threshold!r}: must be in (0, 1] or null")
+
+
+def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None = ECHO_THRESHOLD):
+    rm = reward_model.load(rm_folder(path), merge=not ctx.refresh)
+    ctx.reward_models.append(rm)
+    if ctx.tokenizer is not None:
+        note_other_base(path, rm.config, ctx)
+
+    def score(prompts, completions, categories):
+        values = np.asarray(
+            rm.score(prompts, completions, categories, batch_size, share_prefix=ctx.share_prefix),
+            dtype=np.float64,
+        )
+        if echo_threshold is not None:
+            pairs = zip(prompts, completions, strict=True)
+            echo = [jaccard(p, c) >= echo_threshold for p, c in pairs]
+            values = np.where(echo, ECHO_SCORE, values)
+        return Scores(values, None, 0)
+
+    return score
+
+
+# How an ensemble of reward models turns its members' scores into one (knowledge/reward_model.md,
+# "Ensemble"): `min` pays what the most sceptical member pays; `mean_minus_std` pays the mean
+# less `spread_coef` times the members' spread, so text the members disagree on (the blind spot
+# of one of them) earns less than text they agree is good.
+ENSEMBLE_MODES = ("min", "mean_minus_std")
+
+
+def ensemble_paths(paths) -> list[str]:
+    """The members of an ensemble: a list of folders, or one string joined with '+' (a spec
+    item cannot hold ',' or ':')."""
+    if isinstance(paths, str):
+        paths = paths.split("+")
+    if not isinstance(paths, list | tuple) or not all(isinstance(p, str) and p for p in paths):
+        raise RewardError(f"ensemble paths {paths!r}: write ensemble:FOLDER+FOLDER[+FOLDER...]")
+    return list(paths)
+
+
+def combine(values, mode: str = "mean_minus_std", spread_coef: float = 1.0) -> np.ndarray:
+    """(members, N) scores -> (N,) by `mode` (ENSEMBLE_MODES); NaN where any member is NaN (a
+    failed member is not outvoted silently). The spread is the population standard deviation."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] < 2:
+        raise ValueError(f"combine needs (members >= 2, N) scores, got shape {v.shape}")
+    if mode == "min":
+        out = v.min(axis=0)
+    elif mode == "mean_minus_std":
+        out = v.mean(axis=0) - spread_coef * v.std(axis=0)
+    else:
+        raise ValueError(f"ensemble mode {mode!r}: use one of {ENSEMBLE_MODES}")
+    return np.where(np.isnan(v).any(axis=0), np.nan, out)
+
+
+def bounded(values, bound: float | None) -> np.ndarray:
+    """bound * tanh(x / bound): about x near 0, never beyond +-bound, so no single blind spot
+    of a reward model can pay more than `bound`; None leaves the values as they are."""
+    v = np.asarray(values, dtype=np.float64)
+    return v if bound is None else bound * np.tanh(v / bound)
+
+
+def _check_ensemble(
+    paths, mode: str = "mean_minus_std", spread_coef: float = 1.0, bound=None, batch_size=16
+):
+    members = ensemble_paths(paths)
+    if len(members) < 2:
+        raise RewardError(f"an ensemble needs >= 2 reward models, got {members}")
+    if len(set(members)) != len(members):
+        raise RewardError(f"an ensemble member appears twice: {members}")
+    for p in members:
+        _check_rm(p, batch_size)
+    if mode not in ENSEMBLE_MODES:
+        raise RewardError(f"ensemble mode {mode!r}: use one of {ENSEMBLE_MODES}")
+    if not (isinstance(spread_coef, int | float) and spread_coef >= 0):
+        raise RewardError(f"spread_coef={spread_coef!r} must be a number >= 0")
+    if bound is not None and not (isinstance(bound, int | float) and bound > 0):
+        raise RewardError(f"bound={bound!r} must be a number > 0, or null for none")
+
+
+def _build_ensemble(
+    ctx, paths, mode: str = "mean_minus_std", spread_coef: float = 1.0, bound=None, batch_size=16
+):
+    members = ensemble_paths(paths)
+    scorers = [_build_rm(ctx, p, batch_size) for p in members]
+
+    def score(prompts, completions, categories):
+        per = np.stack([s(prompts, completions, categories).values for s in scorers])
+        values = bounded(combine(per, mode, spread_coef), bound)
+        details = [
+            {
+                **{f"member{k}": float(per[k, i]) for k in range(len(members))},
+                "spread": float(per[:, i].std()),
+            }
+            for i in range(per.shape[1])
+        ]
+        return Scores(values, details, int(np.isnan(values).sum()))
+
+    return score
+
+
+def _check_chess(partial: float = 0.0):
+    chess_task.check_partial(partial)
+
+
+def _build_chess(ctx, partial: float = 0.0):
+    """The graduated chess reward; `partial` > 0 gives an unparsable answer partial credit for
+    its format's shape (chess_task.score_completion), below every parsable answer."""
+    if not ctx.records or any("task" not in r for r in ctx.records):
+        raise ValueError("the chess reward scores against chess labels: run with --task chess")
+    find = chess_task.record_finder(ctx.records)
+
+    def score(prompts, completions, categories):
+        details = chess_task.chess_reward_details(
+            prompts, completions, records=find(prompts), partial=partial
+        )
+        return Scores(np.array([d["reward"] for d in details], dtype=np.float64), details, 0)
+
+    return score
+
+
+def load_function(file: str, function: str) -> RewardFn:
+    """A user's reward function `function` from the Python file `file`."""
+    path = Path(file)
+    if not path.is_file():
+        raise RewardError(f"reward function file {file!r} does not exist")
+    spec = importlib.util.spec_from_file_location(f"user_rewards_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001  (the user's file: report what broke, where)
+        raise RewardError(f"importing {file!r} failed: {type(e).__name__}: {e}") from e
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        names = sorted(n for n in vars(module) if callable(vars(module)[n]) and n[0] != "_")
+        raise RewardError(f"{file!r} has no function {function!r}; it defines {names}")
+    return fn
+
+
+def _check_fn(file: str, function: str, **kwargs):
+    fn = load_function(file, function)
+    try:
+        inspect.signature(fn).bind(["p"], ["c"], **kwargs)
+    except TypeError as e:
+        raise RewardError(
+            f"{file}:{function} cannot take (prompts, completions, **{sorted(kwargs)}): {e}; "
+            "a reward function is fn(prompts, completions, **kw) -> list[float]"
+        ) from e
+
+
+def _build_fn(ctx, file: str, function: str, **kwargs):
+    return _plain(functools.partial(load_function(file, function), **kwargs))
+
+
+REWARDS: dict[str, Entry] = {
+    "rubric": Entry(_build_rubric, _check_rubric, None, "the model-judged rubric (rubric.py)"),
+    "rubric_cal": Entry(
+        functools.partial(_build_rubric, **RUBRIC_CAL),
+        functools.partial(_check_rubric, **RUBRIC_CAL),
+        None,
+        "the rubric with contextual calibration and an echo floor (knowledge/rubric.md)",
+    ),
+    "rm": Entry(_build_rm, _check_rm, "path", "a trained reward model folder (train_rm.py)"),
+    "happy": Entry(_build_happy, _no_args, None, "fraction of words that are 'happy' (a toy)"),
+    "asks_question": Entry(
+        _build_asks_question, _no_args, None, "1 if the answer asks a question (routing task)"
+    ),
+    "ensemble": Entry(
+        _build_ensemble,
+        _check_ensemble,
+        "paths",
+        "reward models joined by '+': min or mean minus spread, optionally bounded",
+    ),
+    "stance": Entry(
+        _build_stance,
+        _check_stance,
+        None,
+        "+pay disputing false/nonsense prompts, -penalty disputing controls (default 1 each); "
+        "detector: lexical, a classifier folder or none (with opening: the opening negation "
+        "alone); opening: true also flags a negating first sentence; curiosity_penalty: the "
+        "cost of a dispute on a curiosity prompt (default 0)",
+    ),
+    "fact": Entry(
+        _build_fact,
+        _check_fact,
+        None,
+        "+pay when the answer states its prompt's reference fact (a marker of its note in "
+        "notes: a file like data/eval_notes.jsonl); prompts without a note score 0",
+    ),
+    "chess": Entry(
+        _build_chess,
+        _check_chess,
+        None,
+        "graduated chess reward vs labels (--task chess); partial: credit in [0, 0.5) for an "
+        "unparsable answer's format shape (default 0)",
+    ),
+    "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
+}
+
+
+@dataclass(frozen=True)
+class Component:
+    """One part of a reward: registry `name`, `weight` in the sum, keyword `args` for it, and
+    optionally the prompt `categories` it scores (a reward file's `categories:` list)."""
+
+    name: str
+    weight: float = 1.0
+    args: dict = dataclasses.field(default_factory=dict)
+    # the prompt categories it scores (None: every row); other rows get 0 and are not scored
+    categories: tuple[str, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        """How the component is named in details and metrics."""
+        if self.name == "fn":
+            return f"fn:{Path(self.args['file']).stem}.{self.args['function']}"
+        arg = self.args.get(REWARDS[self.name].positional or "")
+        return self.name if arg is None else f"{self.name}:{arg}"
+
+
+def check_components(components: list[Component], source: str) -> list[Component]:
+    """Validate names, weights and arguments before any model is loaded; ValueError naming
+    `source` (the flag or file), the component and the fix."""
+    if not components:
+        raise RewardError(f"{source}: no reward component given; valid: {sorted(REWARDS)}")
+    for c in components:
+        if c.name not in REWARDS:
+            raise RewardError(
+                f"{source}: reward {c.name!r} is not registered; valid names: {sorted(REWARDS)}"
+            )
+        if not (isinstance(c.weight, int | float) and math.isfinite(c.weight) and c.weight > 0):
+            raise RewardError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
+        _check_categories(c, source)
+        try:
+            REWARDS[c.name].check(**c.args)
+        except TypeError as e:
+            raise RewardError(f"{source}: reward {c.name!r} arguments {c.args}: {e}") from e
+        except ValueError as e:
+            raise RewardError(f"{source}: reward {c.name!r}: {e}") from e
+    labels = [c.label for c in components]
+    if len(set(labels)) != len(labels):
+        raise RewardError(f"{source}: a component appears twice: {labels}")
+    return components
+
+
+def _check_categories(c: Component, source: str) -> None:
+    if c.categories is None:
+        return
+    known = (*CATEGORIES, *chess_task.TASKS)
+    cats = c.categories
+    listed = isinstance(cats, tuple)
+    bad = [x for x in cats if x not in known] if listed else []
+    if not listed or not cats or bad or len(set(cats)) != len(cats):
+        raise RewardError(
+            f"{source}: {c.name} categories {list(cats) if listed else cats!r} must be a "
+            f"non-empty list of distinct prompt categories from {list(known)}"
+            + (f" ({bad[0]!r} is not one)" if bad else "")
+        )
+
+
+def parse_spec(spec: str) -> list[Component]:
+    """`name[:arg][:weight]` items separated by commas (`rubric`, `rm:PATH`, `rubric:0.5,
+    rm:PATH:0.5`) -> checked components; ValueError naming the bad item and the fix."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise RewardError(f"reward spec {spec!r} is empty; valid names: {sorted(REWARDS)}")
+    out = []
+    for item in spec.split(","):
+        parts = [p.strip() for p in item.strip().split(":")]
+        name, rest = parts[0], parts[1:]
+        if name not in REWARDS:
+            raise RewardError(
+                f"reward {name!r} (in {spec!r}) is not registered; valid names: {sorted(REWARDS)}"
+            )
+        if name == "fn":
+            raise RewardError("a function reward is given with --reward-fn FILE:NAME or a file")
+        args = {}
+        positional = REWARDS[name].positional
+        if positional:
+            if not rest or not rest[0]:
+                raise RewardError(f"reward {name!r} needs an argument: write {name}:PATH")
+            args[positional], rest = rest[0], rest[1:]
+        if len(rest) > 1:
+            raise RewardError(f"reward item {item.strip()!r} has too many ':' parts")
+        weight = 1.0
+        if rest:
+            try:
+                weight = float(rest[0])
+            except ValueError:
+                raise RewardError(
+                    f"reward item {item.strip()!r}: weight {rest[0]!r} is not a number"
+                ) from None
+        out.append(Component(name, weight, args))
+    return check_components(out, f"--reward {spec!r}")
+
+
+def load_reward_config(path: str) -> list[Component]:
+    """Components from a YAML file: `components:` a list of {name, weight (default 1), and the
+    component's arguments (rm: path; fn: file, function and any keyword arguments)}."""
+    import yaml  # start-up: only a YAML reward file needs it, and every command imports rewards
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise RewardError(f"reward config {path!r} does not exist") from None
+    except yaml.YAMLError as e:
+        raise RewardError(f"reward config {path!r} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("components"), list):
+        raise RewardError(f"{path}: expected a mapping with a `components:` list")
+    out = []
+    for i, item in enumerate(raw["components"]):
+        if not isinstance(item, dict) or "name" not in item:
+            raise RewardError(f"{path}: components[{i}] needs a `name` (one of {sorted(REWARDS)})")
+        item = dict(item)
+        name, weight = item.pop("name"), item.pop("weight", 1.0)
+        cats = item.pop("categories", None)
+        out.append(Component(name, weight, item, tuple(cats) if isinstance(cats, list) else cats))
+    return check_components(out, path)
+
+
+def parse_function_spec(spec: str) -> list[Component]:
+    """`FILE:NAME` -> one `fn` component (--reward-fn)."""
+    file, sep, function = spec.rpartition(":")
+    if not sep or not file or not function:
+        raise RewardError(f"--reward-fn {spec!r}: write FILE.py:FUNCTION_NAME")
+    return check_components([Component("fn", 1.0, {"file": file, "function": function})], spec)
+
+
+def needs_judge(components: list[Component]) -> bool:
+    return any(c.name in ("rubric", "rubric_cal") for c in components)
+
+
+class Scorer:
+    """The reward the loop calls: weighted sum of the spec's components plus the length penalty.
+
+    `scorer(prompts, completions, categories) -> Scores`; a component returning the wrong number
+    of values raises. With several components each row's details hold every component's value
+    (and its own details under `name/`)."""
+
+    def __init__(self, parts, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
+        length_penalty([], target_words=length_target, per_word=length_per_word)  # validate now
+        self.parts = parts  # [(Component, score function)]
+        self.length_target, self.length_per_word = length_target, length_per_word
+
+    def __call__(self, prompts, completions, categories) -> Scores:
+        n = len(completions)
+        total, failures, per_part = np.zeros(n), 0, []
+        for comp, fn in self.parts:
+            values, details, fails = self._part(comp, fn, prompts, completions, categories)
+            total += comp.weight * values
+            failures += fails
+            per_part.append((comp, values, details))
+        if self.length_per_word > 0:
+            total += np.asarray(
+                length_penalty(
+                    completions, target_words=self.length_target, per_word=self.length_per_word
+                )
+            )
+        return Scores(total, _merge_details(per_part, n), failures)
+
+    @staticmethod
+    def _part(comp, fn, prompts, completions, categories):
+        """One component's (values, details, failures) on every row; a component limited to
+        some categories is called on their rows only, the others get 0 and `scored: 0`."""
+        n = len(completions)
+        if comp.categories is None:
+            s = fn(prompts, completions, categories)
+            return _values(comp, s, n), s.details, s.failures
+        if categories is None or len(categories) != n:
+            raise RewardError(
+                f"reward {comp.label!r} scores only {list(comp.categories)} prompts, but "
+                f"the rows came with categories {categories!r} for {n} completions"
+            )
+        rows = [i for i in range(n) if categories[i] in comp.categories]
+        values, details, fails = np.zeros(n), [{"scored": 0.0} for _ in range(n)], 0
+        if rows:
+            s = fn(*([xs[i] for i in rows] for xs in (prompts, completions, categories)))
+            values[rows], fails = _values(comp, s, len(rows)), s.failures
+            for i, d in zip(rows, s.details or [{}] * len(rows), strict=True):
+                details[i] = {**d, "scored": 1.0}
+        return values, details, fails
+
+
+def _values(comp: Component, s: Scores, n: int) -> np.ndarray:
+    """A component's values as float64, raising unless it gave one per completion."""
+    values = np.asarray(s.values, dtype=np.float64)
+    if values.shape != (n,):
+        raise ValueError(
+            f"reward {comp.name!r} returned {values.shape} values for {n} completions: "
+            "a reward must give one float per completion"
+        )
+    return values
+
+
+def _merge_details(per_part, n: int) -> list[dict] | None:
+    if len(per_part) == 1:
+        return per_part[0][2]
+    rows = [{} for _ in range(n)]
+    for comp, values, details in per_part:
+        label = comp.label
+        for i in range(n):
+            rows[i][label] = float(values[i])
+            if details:
+                rows[i] |= {f"{label}/{k}": v for k, v in details[i].items() if k != "reward"}
+    return rows
+
+
+def build_scorer(
+    components: list[Component],
+    ctx: RewardContext,
+    length_target: int = LENGTH_TARGET,
+    length_per_word: float = 0.0,
+) -> Scorer:
+    """Bind checked components to what they need (a judge, a reward-model folder, a file)."""
+    parts = [(c, REWARDS[c.name].build(ctx, **c.args)) for c in components]
+    return Scorer(parts, length_target, length_per_word)
+
+
+def scorer_from_fn(fn: RewardFn, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
+    """A Scorer around one plain reward function (tests, programs that hold the function)."""
+    comp = Component("fn", 1.0, {"file": "<in-process>", "function": fn.__name__})
+    return Scorer([(comp, _plain(fn))], length_target, length_per_word)
