@@ -283,8 +283,8 @@ def test_bad_settings_are_refused_before_any_work(tmp_path, capsys):
 
 
 def test_sft_data_is_rebuilt_byte_for_byte_and_balanced(tmp_path):
-    """`python -m data.make_sft` gives the shipped written.jsonl whatever the hash seed; it loads, and has
-    as many true-premise answers as corrections."""
+    """`python -m data.make_sft` gives the shipped written.jsonl whatever the hash seed; it loads,
+    and has as many true-premise answers as corrections."""
     shipped = (ROOT / "data/sft/written.jsonl").read_bytes()
     for seed in ("1", "2"):
         out = tmp_path / seed
