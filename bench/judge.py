@@ -285,6 +285,8 @@ def run(a) -> dict:
     pairs = select_pairs(a.pairs, a.split, a.limit)
     sets = a.stance_probes.split(",") if a.stance_probes else []
     stance = stance_probes.pairs(stance_probes.load(sets)) if sets else None  # before any model
+    if stance and a.stance_limit is not None:
+        stance = stance_probes.first_per_category(stance, a.stance_limit)
     gwen = Gwen.load(a.model)
     judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
     ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
@@ -342,6 +344,12 @@ def main(argv=None) -> int:
         help="read-set folders (comma-separated; answers.jsonl + labels.jsonl): same-prompt "
         "probes of the wanted stance over the unwanted one (evals/stance_probes.py)",
     )
+    p.add_argument(
+        "--stance-limit",
+        type=int,
+        metavar="N",
+        help="the first N stance probe pairs of each category only (default: all)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--scores-out", metavar="FILE", help="write every answer's score as JSONL")
     a = p.parse_args(argv)
@@ -349,6 +357,8 @@ def main(argv=None) -> int:
         a.reward = [tasks.default_reward("values")]
     for spec in a.reward:
         reward_components(spec)
+    if a.stance_limit is not None and a.stance_limit < 1:
+        raise DataError(f"--stance-limit must be at least 1, got {a.stance_limit}")
     backend.announce()
     out = run(a)
     out["hardware"] = {

@@ -73,6 +73,20 @@ def pairs(rows: list[dict]) -> list[dict]:
     return out
 
 
+def first_per_category(probe_pairs: list[dict], n: int) -> list[dict]:
+    """The first `n` pairs of each category, in their order (a size limit: each distinct answer
+    costs one reward forward)."""
+    if n < 1:
+        raise DataError(f"a stance limit must be at least 1, got {n}")
+    seen: dict[str, int] = {}
+    out = []
+    for p in probe_pairs:
+        seen[p["category"]] = seen.get(p["category"], 0) + 1
+        if seen[p["category"]] <= n:
+            out.append(p)
+    return out
+
+
 def report(score, probe_pairs: list[dict]) -> dict:
     """Per category: pooled pair accuracy (a tie or a failed score counts 0.5), the mean over
     prompts of each prompt's accuracy with a bootstrap 95% interval over prompts, the mean score

@@ -94,6 +94,25 @@ def refreshed(run):
     return check
 
 
+def both(*checks):
+    def check(r, repo):
+        for c in checks:
+            c(r, repo)
+
+    return check
+
+
+def logged(run, *keys):
+    """The run's metrics rows hold `keys` (a periodic evaluation ran)."""
+
+    def check(r, repo):
+        row = json.loads((repo / "runs" / run / "metrics.jsonl").read_text().splitlines()[-1])
+        for k in keys:
+            assert k in row, (k, sorted(row))
+
+    return check
+
+
 def math_ok(x) -> bool:
     return isinstance(x, float) and x == x
 
@@ -143,6 +162,7 @@ ROUTED = (
     "--retain-baseline unflagged --retain-rollout-every 2"
 )
 MAIN_RUN = {"runs/<name>": "runs/main"}
+STANCE_CATEGORIES = ("false_premise", "nonsense", "control")
 
 CASES = {
     MAIN: Case(
@@ -162,7 +182,7 @@ CASES = {
     ),
     "uv run python evaluate.py --model smollm2-135m --model models/values-smollm2-135m "
     "--prompts data/eval.jsonl --report reports/values": Case(
-        add="--limit 4 --max-new-tokens 6",
+        add="--limit 2 --max-new-tokens 6",
         check=run_file("reports/values/report.md"),
     ),  # fmt: skip
     HAPPY: Case(
@@ -194,7 +214,8 @@ CASES = {
         sub={"--steps 240": "--steps 1"},
         # short inputs: the cases that score with this model (its 8-bit copy's timed forward
         # on MLX's slow CPU quantized matmul above all) read 64 tokens per pair side, not ~380
-        add="--val-limit 4 --no-tensorboard --max-prompt-tokens 32 --max-response-tokens 32",
+        add="--val-limit 4 --no-tensorboard --max-prompt-tokens 32 --max-response-tokens 32 "
+        "--batch-pairs 2",
         check=run_file("models/my-rm/rm_config.json"),
     ),  # fmt: skip
     "uv run python sft.py --model smollm2-135m --data data/sft/written.jsonl --epochs 2 "
@@ -236,13 +257,17 @@ CASES = {
     ),
     "uv run python -m bench.judge --reward rm:models/rm-smollm2-135m-v2 --stance-probes "
     "data/reads/sft_grpo_eval,data/reads/sft_grpo13_eval --quick": Case(
-        add="--limit 3", check=out_has("stance control: wanted over unwanted")
+        # the reward model reads each distinct probe answer: 125 of the two sets' 112 pairs took
+        # ~55 s of the case's ~70 s on 2 cores; 2 pairs per category read at most 12
+        add="--limit 3 --stance-limit 2",
+        check=out_has(*(f"stance {c}: wanted over unwanted" for c in STANCE_CATEGORIES)),
     ),
     "uv run python train_rm.py --init models/rm-smollm2-135m --broken-negatives 1 "
     "--train-layers 8 --steps 160 --lr 1e-4 --warmup-steps 10 --eval-every 40 --val-limit 160 "
     "--out models/my-rm2": Case(
         sub={"--steps 160": "--steps 1", "--val-limit 160": "--val-limit 4"},
-        add="--no-tensorboard",
+        # its token limits are the --init model's (train_rm refuses others): fewer pairs instead
+        add="--no-tensorboard --batch-pairs 2",
         check=run_file("models/my-rm2/rm_config.json"),
     ),  # fmt: skip
     "uv run python -m bench.judge --reward rm:models/my-rm --reward rubric": Case(
@@ -251,7 +276,7 @@ CASES = {
     "uv run python evaluate.py --model smollm2-135m --model runs/<name> --prompts data/eval.jsonl "
     "--report reports/<name>": Case(
         sub={"runs/<name>": "runs/main", "reports/<name>": "reports/main"},
-        add="--limit 4 --max-new-tokens 6",
+        add="--limit 2 --max-new-tokens 6",
         needs=(MAIN,),
         check=run_file("reports/main/report.md"),
     ),  # fmt: skip
@@ -263,7 +288,7 @@ CASES = {
     ),
     "uv run python -m experiments.category_probe --model smollm2-135m --test data/eval.jsonl "
     "--test data/eval_external.jsonl": Case(
-        add="--limit 12", check=out_has("false_premise vs control", "bag of words")
+        add="--limit 6", check=out_has("false_premise vs control", "bag of words")
     ),
     "uv run python -m experiments.gate_eval --model smollm2-135m --gate "
     '"nonsense=This question does not make sense." --prompts data/eval.jsonl '
@@ -271,7 +296,7 @@ CASES = {
         add="--limit 8", check=out_has("gate nonsense", "greedy_first / opens", "AUROC")
     ),
     "uv run python -m experiments.premise_probe --model smollm2-135m": Case(
-        add="--limit 20", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
+        add="--limit 10", check=out_has("bag of words (peer)", "read layer 20", "layer 30")
     ),
     "uv run python train.py --config recipes/values_smollm2.json": Case(
         add=f"--steps 1 {SMALL} --run-name recipe", check=metrics_lines("recipe", 1)
@@ -289,7 +314,12 @@ CASES = {
     "--metric eval/reward": Case(
         sub=MAIN_RUN, needs=(MAIN,), stdin="n\n", check=run_file("runs/main/checkpoints")
     ),
-    ROUTED: Case(add=f"--steps 1 {SMALL} --run-name routed", check=metrics_lines("routed", 1)),
+    ROUTED: Case(
+        # the routing evaluation at the run's last step samples every adapter mode: on the
+        # defaults (32 prompts x 4 samples x 6 modes) it was ~40 of the case's ~50 s
+        add=f"--steps 1 {SMALL} --eval-limit 2 --routing-eval-samples 1 --run-name routed",
+        check=both(metrics_lines("routed", 1), logged("routed", "routing/retain/hack_rate")),
+    ),
     "uv run python -m evals.routing runs/<name>": Case(
         sub={"runs/<name>": "runs/routed"},
         add="--limit 2 --samples 1 --max-new-tokens 6",
@@ -325,7 +355,7 @@ CASES = {
     ),
     "uv run python -m evals.grade --answers data/gold/answers.jsonl "
     "--labels data/gold/labels.jsonl": Case(
-        add="--limit 24", check=out_has("false_premise_correction_recall")
+        add="--limit 8", check=out_has("false_premise_correction_recall")
     ),
     "uv run python -m bench.logprobs": Case(
         add="--vocab 8192 --dim 128 --rows 64 --no-qwen --trials 3 --json", check=last_json()
@@ -383,14 +413,6 @@ def answered(n: int):
 
     def check(r, repo):
         assert r.stdout.strip() and f"[{n} tokens in " in r.stderr, (r.stdout, r.stderr[-2000:])
-
-    return check
-
-
-def both(*checks):
-    def check(r, repo):
-        for c in checks:
-            c(r, repo)
 
     return check
 

@@ -104,3 +104,24 @@ def test_bench_judge_refuses_a_bad_read_set_before_loading_a_model(tmp_path, cap
     assert bench_judge.main(argv) == 2
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
     assert len(err) == 1 and "none/answers.jsonl not found" in err[0], err
+
+
+def test_first_per_category_keeps_the_first_pairs_of_each_category_in_order():
+    pairs = [{"category": c, "i": i} for i, c in enumerate("aabacbbc")]
+    got = stance_probes.first_per_category(pairs, 2)
+    assert [p["i"] for p in got] == [0, 1, 2, 4, 5, 7]  # the third a (3) and b (6) are cut
+    assert stance_probes.first_per_category(pairs, 9) == pairs
+    with pytest.raises(DataError, match="at least 1"):
+        stance_probes.first_per_category(pairs, 0)
+
+
+def test_bench_judge_refuses_a_stance_limit_below_one_before_loading_a_model(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(bench_judge.Gwen, "load", lambda *a, **k: pytest.fail("model loaded"))
+    two_sets(tmp_path)
+    sets = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    argv = ["--reward", "happy", "--stance-probes", sets, "--stance-limit", "0", "--quick"]
+    assert bench_judge.main(argv) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert len(err) == 1 and "--stance-limit must be at least 1, got 0" in err[0], err
