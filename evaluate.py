@@ -54,7 +54,7 @@ from evals.grading import (
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
 from rewards import registry as rewards
-from rewards.registry import pushes_back
+from rewards.pushback import pushes_back
 from rl.reference import starting_judge
 from tasks import registry as tasks
 

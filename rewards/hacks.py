@@ -24,7 +24,7 @@ from core.diversity import ngrams, repetition_rate, words
 import numpy as np
 
 from rewards import registry as rewards
-from rewards.registry import pushes_back
+from rewards.pushback import pushes_back
 
 
 def _need(ok: bool, message: str) -> None:
@@ -86,7 +86,7 @@ def prompt_echo(prompts, completions, categories, *, min_overlap=0.5, n=3):
 
 def blanket_pushback(prompts, completions, categories, *, category="control"):
     """Disputes a prompt of `category` (default: control prompts, whose premises are true) by
-    rewards.pushes_back's markers ("actually", "misconception", ...)."""
+    rewards/pushback.py's markers ("actually", "misconception", ...)."""
     _need(isinstance(category, str) and category, f"category={category!r} must be a name")
     return np.array(
         [c == category and pushes_back(t) for t, c in zip(completions, categories, strict=True)],

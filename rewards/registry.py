@@ -29,12 +29,13 @@ from pathlib import Path
 
 from core.diversity import jaccard, word_count
 from core.errors import UserError
-from core.prompts import CATEGORIES, DataError, fold, load_notes, reference_hits
+from core.prompts import CATEGORIES, DataError, load_notes, reference_hits
 
 import numpy as np
 
 import rubric
 from rewards import reward_model
+from rewards.pushback import disputes, opening_negation
 from tasks import chess_task
 
 RewardFn = Callable[..., list[float]]
@@ -75,68 +76,6 @@ def length_penalty(completions: list[str], *, target_words: int, per_word: float
     return [-per_word * max(0, word_count(text) - target_words) for text in completions]
 
 
-# The lexical pushback markers: evaluate's in-training control tripwire and hacks'
-# blanket_pushback flag read them; the stance reward adds the openers below.
-PUSHBACK_MARKERS = (
-    "actually",
-    "not true",
-    "isn't true",
-    "is not true",
-    "false premise",
-    "misconception",
-    "myth",
-    "incorrect",
-    "not correct",
-    "doesn't make sense",
-    "does not make sense",
-    "no such",
-    "there is no",
-    "mistaken",
-    "not accurate",
-)
-# An answer that opens by refusing the question's premise: "No, ...", "That's not ...", "There's
-# no ...", "X didn't ...". The warm start's needless pushback on true premises opens this way
-# (knowledge/sft.md: 5 of 15 control answers read were "No, ...").
-_DISPUTE_OPENER = re.compile(
-    r"^\W*(no\b|nope\b|not really\b|that'?s not\b|that is not\b|this is not\b|"
-    r"it'?s not\b|it is not\b|there'?s no\b|there is no\b|there are no\b|there was no\b|"
-    r"this question (doesn'?t|does not|makes no)|the (question|premise) (is|isn'?t|doesn'?t))",
-    re.IGNORECASE,
-)
-
-
-def pushes_back(text: str) -> bool:
-    """Crude lexical tripwire for an answer that disputes the prompt (a marker anywhere); the
-    measured grader (evals/grade.py) is the headline figure."""
-    t = text.lower()
-    return any(marker in t for marker in PUSHBACK_MARKERS)
-
-
-def disputes(text: str) -> bool:
-    """The stance reward's detector: a pushback marker anywhere, or an opening that refuses the
-    premise. Lexical on purpose: it is not the evaluation grader (evals/grade.py), so a run trained
-    on it is still measured by an instrument it never saw."""
-    return pushes_back(text) or bool(_DISPUTE_OPENER.match(text))
-
-
-_NEGATION = re.compile(
-    r"\b(?:no|not|never|none|nothing|nobody|nowhere|neither|nor|cannot)\b|\w+n't\b", re.I
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s|\n")
-
-
-def opening_negation(answer: str, prompt: str) -> bool:
-    """True when the answer's first sentence holds a negation ("not", "never", "didn't", "There's
-    no ...") that the prompt does not (so "Why can't elephants jump?" answered "Elephants can't
-    jump because ..." is not flagged). The policies' own denials of a true premise open this way
-    ("It's not.", "The Berlin Wall didn't fall", "Van Gogh never painted ..."): on attempt 8's
-    control rollouts it found 51 of 59 read disputes, with 15 of 101 false alarms
-    (data/reads/ctl_disputes_grpo5). A blunt tripwire for the stance term, not a grader."""
-
-    first = _SENTENCE_END.split(answer.strip(), maxsplit=1)[0]
-    return bool(set(_NEGATION.findall(fold(first))) - set(_NEGATION.findall(fold(prompt))))
-
-
 # Which way the stance reward pays per prompt category: +1 for disputing where the premise is
 # false or the prompt is nonsense, -1 for disputing a true premise, 0 where stance is not the point.
 STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
@@ -151,7 +90,7 @@ def stance_reward(
     penalty: float = 1.0,
     **kw,
 ) -> list[float]:
-    """+pay for an answer that disputes (rewards.disputes) a false-premise or nonsense prompt,
+    """+pay for an answer that disputes (pushback.disputes) a false-premise or nonsense prompt,
     -penalty for one that disputes a true-premise control, 0 otherwise: the category-aware term
     of issue 22 that pays for pushback only where the prompt's known category calls for it. A
     category outside STANCE_SIGN raises (a task without these categories cannot use it)."""
@@ -304,7 +243,7 @@ def _check_stance(
 
 def stance_flagger(detector: str = "lexical", opening: bool = False, share_prefix: bool = True):
     """`flags(prompts, completions) -> [float]`, the stance term's dispute flag per answer:
-    'lexical' flags with rewards.disputes (0 or 1); a classifier folder (train_rm.py --labels,
+    'lexical' flags with pushback.disputes (0 or 1); a classifier folder (train_rm.py --labels,
     not reading the category) gives P(pushback), so wording the lexicon misses is still seen;
     'none' flags nothing by itself. `opening` true raises the flag to 1 where the answer's first
     sentence negates something the prompt does not (opening_negation): with 'none' that is the

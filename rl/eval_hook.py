@@ -9,7 +9,8 @@ from core.prompts import eval_subset
 
 import numpy as np
 
-from rewards.registry import category_means, pushes_back
+from rewards.pushback import pushes_back
+from rewards.registry import category_means
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:

@@ -15,7 +15,7 @@ from helpers import LLAMA, QWEN3, save_checkpoint, tiny_model
 import evaluate
 from evals import grade as grade_module
 from evals import grading as eval_grading
-from rewards import registry as rewards
+from rewards import pushback
 
 RECORDS = [
     {"id": "a", "category": "false_premise", "prompt": "t5 t6"},
@@ -352,7 +352,7 @@ def test_stance_detectors_of_a_run_and_the_lexical_verdicts(tmp_path):
     assert eval_grading.stance_detectors(src({"reward_config": str(tmp_path / "gone.yaml")})) == []
     texts = [["Actually, that premise is false: it never happened.", "Sure, here it is."]]
     flags = eval_grading.detector_flags("lexical", [{"prompt": "p"}], texts)
-    assert flags == [[rewards.disputes(t) for t in texts[0]]] and flags[0][1] is False
+    assert flags == [[pushback.disputes(t) for t in texts[0]]] and flags[0][1] is False
     # a term with opening: true is named with the suffix and flags opening negations too
     cfg.write_text("components:\n  - {name: stance, detector: none, opening: true}\n")
     assert eval_grading.stance_detectors(src({"reward_config": str(cfg)})) == ["none+opening"]

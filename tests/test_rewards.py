@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rewards import pushback
 from rewards import registry as rewards
 from rewards.registry import happy_reward, length_penalty, parse_spec
 
@@ -282,14 +283,14 @@ def test_shipped_reward_model_path_resolves_from_any_directory(tmp_path, monkeyp
 
 
 def test_disputes_reads_markers_anywhere_and_refusing_openers():
-    assert rewards.disputes("No, the Great Wall is not visible from the Moon.")
-    assert rewards.disputes("  That's not right: bats can see.")
-    assert rewards.disputes("There is no ninth planet called Vulcan.")
-    assert rewards.disputes("The tower was built in Paris; the move is a myth.")  # marker
-    assert rewards.disputes("It's not true that we use 10% of our brains.")
-    assert not rewards.disputes("Nobody knows exactly; the tower leans on soft soil.")  # "no" + b
-    assert not rewards.disputes("Notably, flamingos eat shrimp.")
-    assert not rewards.disputes("Paris is the capital of France.")
+    assert pushback.disputes("No, the Great Wall is not visible from the Moon.")
+    assert pushback.disputes("  That's not right: bats can see.")
+    assert pushback.disputes("There is no ninth planet called Vulcan.")
+    assert pushback.disputes("The tower was built in Paris; the move is a myth.")  # marker
+    assert pushback.disputes("It's not true that we use 10% of our brains.")
+    assert not pushback.disputes("Nobody knows exactly; the tower leans on soft soil.")  # "no" + b
+    assert not pushback.disputes("Notably, flamingos eat shrimp.")
+    assert not pushback.disputes("Paris is the capital of France.")
 
 
 def test_stance_pays_pushback_only_where_the_category_calls_for_it():
@@ -332,7 +333,7 @@ def test_stance_pay_and_penalty_from_a_reward_file(tmp_path):
 
 
 def test_opening_negation_by_hand():
-    on = rewards.opening_negation
+    on = pushback.opening_negation
     assert on("It's not. Reno is far north.", "Why is Reno farther west than LA?")
     assert on("The Berlin Wall didn\u2019t fall in 1989; it stood.", "Since the Wall fell in 1989?")
     assert on("There's no evidence giraffes have seven.", "Why do giraffes have seven?")
@@ -356,9 +357,9 @@ def test_stance_opening_raises_the_detector_flag_from_a_reward_file(tmp_path):
     cfg = tmp_path / "r.yaml"
     cfg.write_text("components:\n  - {name: stance, pay: 1, penalty: 2, opening: true}\n")
     scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
-    # the lexicon (rewards.disputes) misses "didn't"; the opening flag does not
+    # the lexicon (pushback.disputes) misses "didn't"; the opening flag does not
     texts = ["The Wall didn't fall.", "The Wall didn't fall.", "It fell in 1989."]
-    assert not any(rewards.disputes(t) for t in texts)
+    assert not any(pushback.disputes(t) for t in texts)
     got = scorer(["Why did the Wall fall?"] * 3, texts, ["control", "false_premise", "control"])
     assert got.values.tolist() == [-2.0, 1.0, 0.0]
     with pytest.raises(rewards.RewardError, match="opening='yes'"):
@@ -375,7 +376,7 @@ def test_stance_detector_none_flags_only_the_opening_negation(tmp_path):
     # a pushback marker later in the answer flags nothing: only a negating first sentence does
     texts = ["It fell in 1989. That is not true of the other wall.", "It didn't fall.",
              "There's no link at all.", "It didn't.", "Yes, it fell."]  # fmt: skip
-    assert rewards.disputes(texts[0])
+    assert pushback.disputes(texts[0])
     got = scorer(["Why did the Wall fall?"] * 5, texts,
                  ["control", "control", "curiosity", "false_premise", "nonsense"])  # fmt: skip
     assert got.values.tolist() == [0.0, -4.0, -4.0, 0.0, 0.0]

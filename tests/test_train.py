@@ -250,7 +250,7 @@ def test_criterion_means_skip_missing_and_failed_scores():
 
 
 def test_pushback_detector():
-    from rewards.registry import pushes_back
+    from rewards.pushback import pushes_back
 
     assert pushes_back("Actually, the Great Wall is not visible from the Moon.")
     assert pushes_back("That is a common MISCONCEPTION.")

@@ -2,7 +2,7 @@
 T 0.8, 80 new tokens, six per prompt, seed 1000 + batch offset) to 240 control training prompts
 that no earlier read set holds (120 from data/prompts.jsonl, 120 true twins from
 data/twins.jsonl, drawn with random.Random(29)). Per prompt at most four answers: two whose
-opening the stance term flags as a negation (rewards.opening_negation) and two it does not,
+opening the stance term flags as a negation (pushback.opening_negation) and two it does not,
 where the six have both, so that same-prompt pairs of needless pushback and a plain answer are
 common once read; otherwise two answers. Run once, 2026-11-28, session 20 (runs/ is not kept):
 kept to show how the set was drawn. The sampler was a short script around Gwen.sample_group."""

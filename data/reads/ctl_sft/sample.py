@@ -1,6 +1,6 @@
 """The sampler behind data/reads/ctl_sft (run once from the repo root with PYTHONPATH=.): six
 answers (T 0.8, 80 tokens) of the SFT warm start to each of runs/ctl240_prompts.jsonl's 240
-control training prompts, each flagged with rewards.opening_negation (the stance term's flag);
+control training prompts, each flagged with pushback.opening_negation (the stance term's flag);
 draw.py then picks. Kept to show how the set was made (runs/ is not kept)."""
 
 import json
@@ -10,7 +10,7 @@ from core import backend  # noqa: F401  (OpenBLAS before mlx)
 from tqdm import tqdm
 
 from gwen import Gwen
-from rewards.registry import opening_negation
+from rewards.pushback import opening_negation
 
 rows = [json.loads(line) for line in open("runs/ctl240_prompts.jsonl")]
 g = Gwen.load("models/sft-smollm2-135m")
