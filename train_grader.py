@@ -74,7 +74,7 @@ KIND_LABEL = {
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
 FLUENT = "written_fluent"  # data/grader/fluent*.jsonl: answers in larger models' registers
 # (file, seed of its validation prompts): a third of each file's prompts validate
-FLUENT_FILES = (("fluent.jsonl", 18), ("fluent2.jsonl", 56))
+FLUENT_FILES = (("fluent.jsonl", 18), ("fluent2.jsonl", 56), ("fluent3.jsonl", 57))
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 
@@ -247,22 +247,24 @@ def fine_tune_mix(rows: list[dict], others: int, seed: int) -> list[dict]:
 
 
 def fluent_answers() -> list[dict]:
-    """data/grader/fluent.jsonl and fluent2.jsonl: answers written in the registers of larger chat
+    """data/grader/fluent*.jsonl (FLUENT_FILES): answers written in the registers of larger chat
     models (plain, markdown and buried corrections, flags that also ask to rephrase or offer a
-    reading, answers that go along, hard-negative controls, hedges, refusals, questions, broken
-    text) on training prompts; labelled by the gold scheme; a third of each file's prompts
-    (seeds 18 and 56) validate. Their prompts are disjoint from the fluent gold set's
-    (tests/test_gold.py)."""
-    out = []
+    reading, answers that go along, hard-negative controls and decoy words, hedges, refusals,
+    questions, broken text) on training prompts; labelled by the gold scheme. A third of each
+    file's new prompts (with that file's seed) validate; a prompt an earlier file already used
+    keeps that file's split, so no prompt both trains and validates. Their prompts are disjoint
+    from the fluent gold set's (tests/test_gold.py)."""
+    out, split_of = [], {}
     for name, seed in FLUENT_FILES:
         path = ROOT / "data" / "grader" / name
         if not path.is_file():
             continue
         rows = [json.loads(x) for x in path.open(encoding="utf-8")]
-        prompts = sorted({r["prompt_id"] for r in rows})
-        held = set(random.Random(seed).sample(prompts, len(prompts) // 3))
+        new = sorted({r["prompt_id"] for r in rows} - set(split_of))
+        held = set(random.Random(seed).sample(new, len(new) // 3))
+        split_of |= {p: "val" if p in held else "train" for p in new}
         out += [rec(FLUENT, r["category"], r["prompt"], r["answer"], r["label"],
-                    "val" if r["prompt_id"] in held else "train") for r in rows]  # fmt: skip
+                    split_of[r["prompt_id"]]) for r in rows]  # fmt: skip
     return out
 
 
