@@ -6,8 +6,9 @@ baseline); `categories=` carries each prompt's category. `REWARDS` is the regist
 model judge, rubric.py), `rm` (a trained reward model folder, rewards/reward_model.py), `ensemble`
 (several reward models: their minimum or mean less spread, optionally bounded), `happy` (a hackable
 toy), `asks_question` (the routing task), `stance` (pushback paid by the prompt's category: + on
-false-premise and nonsense prompts, - on controls), `chess` (chess_task's graduated reward against
-the chess task's labels) and `fn` (a user's Python function). A reward is a list of weighted
+false-premise and nonsense prompts, - on controls) and `fn` (a user's Python function); a task
+adds its own with `register` (tasks/registry.py registers chess's graduated reward and its task
+types at import), so this module never imports a task. A reward is a list of weighted
 components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
 (`load_reward_config`: components with arguments, bound with functools.partial) or a function
 (`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
@@ -36,7 +37,6 @@ import numpy as np
 import rubric
 from rewards import reward_model
 from rewards.pushback import disputes, opening_negation
-from tasks import chess_task
 
 RewardFn = Callable[..., list[float]]
 _QUESTION = re.compile(r"\w[\"')]?\s*\?")
@@ -533,26 +533,6 @@ def _build_ensemble(
     return score
 
 
-def _check_chess(partial: float = 0.0):
-    chess_task.check_partial(partial)
-
-
-def _build_chess(ctx, partial: float = 0.0):
-    """The graduated chess reward; `partial` > 0 gives an unparsable answer partial credit for
-    its format's shape (chess_task.score_completion), below every parsable answer."""
-    if not ctx.records or any("task" not in r for r in ctx.records):
-        raise ValueError("the chess reward scores against chess labels: run with --task chess")
-    find = chess_task.record_finder(ctx.records)
-
-    def score(prompts, completions, categories):
-        details = chess_task.chess_reward_details(
-            prompts, completions, records=find(prompts), partial=partial
-        )
-        return Scores(np.array([d["reward"] for d in details], dtype=np.float64), details, 0)
-
-    return score
-
-
 def load_function(file: str, function: str) -> RewardFn:
     """A user's reward function `function` from the Python file `file`."""
     path = Path(file)
@@ -621,15 +601,34 @@ REWARDS: dict[str, Entry] = {
         "+pay when the answer states its prompt's reference fact (a marker of its note in "
         "notes: a file like data/eval_notes.jsonl); prompts without a note score 0",
     ),
-    "chess": Entry(
-        _build_chess,
-        _check_chess,
-        None,
-        "graduated chess reward vs labels (--task chess); partial: credit in [0, 0.5) for an "
-        "unparsable answer's format shape (default 0)",
-    ),
     "fn": Entry(_build_fn, _check_fn, None, "a Python function: file, function, its arguments"),
 }
+BUILT_IN = frozenset(REWARDS)
+TASK_REWARDS: dict[str, str] = {}  # a reward a task registered -> the task's name
+TASK_CATEGORIES: list[str] = []  # the record categories the registered tasks add (chess: P, A)
+
+
+def register(name: str, entry: Entry, task: str, categories: tuple[str, ...] = ()) -> None:
+    """Add `task`'s own reward `name` to REWARDS, and the record categories its rows carry (a
+    reward file's `categories:` may list them). A task calls it when it is imported
+    (tasks/registry.py), so rewards/ never imports tasks/; a task imported again registers again."""
+    if name in BUILT_IN or TASK_REWARDS.get(name, task) != task:
+        owner = f"task {TASK_REWARDS[name]!r} has it" if name in TASK_REWARDS else "a built-in"
+        raise ValueError(f"task {task!r} cannot register reward {name!r}: {owner}")
+    REWARDS[name], TASK_REWARDS[name] = entry, task
+    TASK_CATEGORIES.extend(c for c in categories if c not in (*CATEGORIES, *TASK_CATEGORIES))
+
+
+def _not_registered(where: str) -> RewardError:
+    """The error for an unknown reward name: the valid names, and where a task's rewards come from
+    when no task has registered any in this process."""
+    hint = (
+        ""
+        if TASK_REWARDS
+        else " (a task's own rewards, such as chess, are registered by the commands that take "
+        "--task: train.py --task chess; in Python, import tasks.registry first)"
+    )
+    return RewardError(f"{where} is not registered; valid names: {sorted(REWARDS)}{hint}")
 
 
 @dataclass(frozen=True)
@@ -659,9 +658,7 @@ def check_components(components: list[Component], source: str) -> list[Component
         raise RewardError(f"{source}: no reward component given; valid: {sorted(REWARDS)}")
     for c in components:
         if c.name not in REWARDS:
-            raise RewardError(
-                f"{source}: reward {c.name!r} is not registered; valid names: {sorted(REWARDS)}"
-            )
+            raise _not_registered(f"{source}: reward {c.name!r}")
         if not (isinstance(c.weight, int | float) and math.isfinite(c.weight) and c.weight > 0):
             raise RewardError(f"{source}: {c.name} weight {c.weight!r} must be finite and > 0")
         _check_categories(c, source)
@@ -680,7 +677,7 @@ def check_components(components: list[Component], source: str) -> list[Component
 def _check_categories(c: Component, source: str) -> None:
     if c.categories is None:
         return
-    known = (*CATEGORIES, *chess_task.TASKS)
+    known = (*CATEGORIES, *TASK_CATEGORIES)
     cats = c.categories
     listed = isinstance(cats, tuple)
     bad = [x for x in cats if x not in known] if listed else []
@@ -702,9 +699,7 @@ def parse_spec(spec: str) -> list[Component]:
         parts = [p.strip() for p in item.strip().split(":")]
         name, rest = parts[0], parts[1:]
         if name not in REWARDS:
-            raise RewardError(
-                f"reward {name!r} (in {spec!r}) is not registered; valid names: {sorted(REWARDS)}"
-            )
+            raise _not_registered(f"reward {name!r} (in {spec!r})")
         if name == "fn":
             raise RewardError("a function reward is given with --reward-fn FILE:NAME or a file")
         args = {}

@@ -9,7 +9,9 @@ category for values, the task type (P or A) for chess. Advantage baselines, roll
 evaluation group by it, so evaluation reports the reward and each reward part per task type
 (chess: `format` is the validity rate). A task may open every policy prompt with a system
 message and example turns (chess: worked examples of the prompt's task type) and names the
-registered rewards it cannot use. It loads and checks; it does not sample, score or train.
+registered rewards it cannot use. A task's own reward is registered here, at import
+(rewards.registry.register: chess and its task types), so every command that takes --task can
+parse it and rewards/ never imports a task. It loads and checks; it does not sample, score or train.
 """
 
 from collections.abc import Callable
@@ -17,12 +19,47 @@ from dataclasses import dataclass, field
 
 from core.prompts import EVAL_PROMPTS, TRAIN_PROMPTS, load_prompts
 
+import numpy as np
+
+from rewards import registry as rewards
 from tasks import chess_task
 
 
 def load_chess_records(path) -> list[dict]:
     """Chess records (chess_task.load_chess) with `category` = the task type, P or A."""
     return [{**r, "category": r["task"]} for r in chess_task.load_chess(path)]
+
+
+def _check_chess(partial: float = 0.0):
+    chess_task.check_partial(partial)
+
+
+def _build_chess(ctx, partial: float = 0.0):
+    """The graduated chess reward; `partial` > 0 gives an unparsable answer partial credit for
+    its format's shape (chess_task.score_completion), below every parsable answer."""
+    if not ctx.records or any("task" not in r for r in ctx.records):
+        raise ValueError("the chess reward scores against chess labels: run with --task chess")
+    find = chess_task.record_finder(ctx.records)
+
+    def score(prompts, completions, categories):
+        details = chess_task.chess_reward_details(
+            prompts, completions, records=find(prompts), partial=partial
+        )
+        return rewards.Scores(
+            np.array([d["reward"] for d in details], dtype=np.float64), details, 0
+        )
+
+    return score
+
+
+CHESS_REWARD = rewards.Entry(
+    _build_chess,
+    _check_chess,
+    None,
+    "graduated chess reward vs labels (--task chess); partial: credit in [0, 0.5) for an "
+    "unparsable answer's format shape (default 0)",
+)
+rewards.register("chess", CHESS_REWARD, task="chess", categories=chess_task.TASKS)
 
 
 # Few-shot turns per task type, taken from data/chess/train.jsonl (CHESS_EXAMPLE_IDS; tests check

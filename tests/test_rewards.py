@@ -10,6 +10,7 @@ import pytest
 from rewards import pushback
 from rewards import registry as rewards
 from rewards.registry import happy_reward, length_penalty, parse_spec
+from tasks import registry as tasks  # noqa: F401 (registers chess: recipes/chess_partial_reward.yaml)
 
 
 def test_happy_reward_counts_words_case_and_punctuation_insensitively():

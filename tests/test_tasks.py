@@ -5,6 +5,8 @@ model with no engine installed."""
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 from core import backend  # noqa: F401
 
@@ -85,6 +87,46 @@ def test_chess_examples_are_shipped_train_records():
     task = tasks.get("chess")
     assert task.examples("P: x") == tasks.CHESS_EXAMPLES["P"]
     assert task.examples("A: x") == tasks.CHESS_EXAMPLES["A"]
+
+
+# Run in a fresh interpreter: every rewards/ module imported, then the tasks.
+REGISTRATION = """
+import pkgutil, sys
+import rewards
+from rewards import registry
+for m in pkgutil.iter_modules(rewards.__path__):
+    __import__(f"rewards.{m.name}")
+print(sorted(n for n in sys.modules if n == "tasks" or n.startswith("tasks.")))
+try:
+    registry.parse_spec("chess")
+except registry.RewardError as e:
+    print(e)
+from tasks import registry as tasks
+print([c.name for c in registry.parse_spec("chess:2,happy")], registry.TASK_CATEGORIES)
+"""
+
+
+def test_rewards_import_no_task_and_chess_parses_once_the_tasks_are_imported():
+    """rewards/ imports no tasks module at run time (tests/test_layers.py reads the source); a
+    spec naming chess fails, naming the fix, until tasks.registry registers it."""
+    out = subprocess.run(
+        [sys.executable, "-c", REGISTRATION], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == "[]"
+    assert out[1].startswith("reward 'chess' (in 'chess') is not registered; valid names: [")
+    assert "'chess'" not in out[1].partition("valid names:")[2].partition("]")[0]
+    assert "train.py --task chess" in out[1] and "import tasks.registry" in out[1]
+    assert out[2] == "['chess', 'happy'] ['P', 'A']"
+
+
+def test_a_task_reward_cannot_take_a_built_in_name():
+    with pytest.raises(ValueError, match="cannot register reward 'rm': a built-in"):
+        rewards.register("rm", tasks.CHESS_REWARD, task="chess")
+    rewards.register("chess", tasks.CHESS_REWARD, task="chess")  # importing again: no error
+    with pytest.raises(
+        ValueError, match="'other' cannot register reward 'chess': task 'chess' has it"
+    ):
+        rewards.register("chess", tasks.CHESS_REWARD, task="other")
 
 
 def test_registered_chess_reward_scores_parts_per_task_type():
