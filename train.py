@@ -142,6 +142,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         if cfg.rollout_trunk and distributed.size() == 1
         else 0,
         refresher=refresher,
+        step_hooks=[refresher] if refresher else [],
     )
 
 
@@ -260,13 +261,12 @@ def train_step(r: Run, step: int) -> dict:
         hack_rates = routing.flag_hacks(r.detectors, b)
         t0 = time.perf_counter()
         upd = policy_update.update(r, b)
-    if r.refresher and r.refresher.due(step):  # after the update: the next step scores with it
-        m_refresh = r.refresher.refresh(b.records, b.sample.texts, b.sample.finished, step)
-    else:
-        m_refresh = {}
+    m_hooks = {}
+    for hook in r.step_hooks:  # after the update (a refreshed reward scores the next step)
+        m_hooks |= hook(step, b)
     r.counters["judge_failures"] += b.scores.failures
     r.counters["filtered_groups"] += b.filtered_groups
-    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates | m_refresh
+    m = runlog.step_metrics(b, upd, time.perf_counter() - t0) | r.counters | hack_rates | m_hooks
     if cfg.retain_rollout_every:
         m["route/retain_only_step"] = float(retain_only)
     # This process's CPU time, all threads: unlike step_s it does not grow when jobs share cores.

@@ -135,6 +135,13 @@ class Refresher:
     def due(self, step: int) -> bool:
         return step % self.s.every == 0
 
+    def __call__(self, step: int, batch) -> dict:
+        """The loop's step hook (Run.step_hooks), after the update: on a due step, refresh on the
+        step's rollout (rl.rollout_batch.Rollout) and return the refresh's metrics; else {}."""
+        if not self.due(step):
+            return {}
+        return self.refresh(batch.records, batch.sample.texts, batch.sample.finished, step)
+
     def pairs(self, records: list[dict], texts: list[str], finished, step: int):
         """(drawn pairs as dicts, candidates, broken share, denial share) of one rollout: G rows
         per record, in order."""

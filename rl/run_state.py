@@ -1,9 +1,10 @@
 """A training run's state, and its checkpoint: the `Run` dataclass, `save_run`, `resume_run`.
 
 `Run` holds everything a GRPO run holds (config, policy, reference, scorer, optimizer, data
-stream, KL controller, logs); train.build makes it and only the loop mutates it. `save_run` and
-`resume_run` write and restore all of it through rl/checkpoint.py's primitives (which take plain
-models, optimizers and dicts), so an interrupted run resumes exactly. The loop's parts that
+stream, KL controller, logs, the hooks run after each update); train.build makes it and only the
+loop mutates it. `save_run` and `resume_run` write and restore all of it through
+rl/checkpoint.py's primitives (which take plain models, optimizers and dicts), so an interrupted
+run resumes exactly. The loop's parts that
 operate on a run import its type from here (issue 24: the run's type is explicit).
 """
 
@@ -28,6 +29,7 @@ from rl.config import TrainConfig
 from rl.reference import Reference
 from rl.reward_refresh import FOLDER as REFRESH_FOLDER
 from rl.reward_refresh import Refresher
+from rl.rollout_batch import Rollout
 
 
 @dataclass
@@ -60,6 +62,9 @@ class Run:
     routing_eval: Callable | None = None  # eval_routing.evaluate with its settings bound
     trunk_depth: int = 0  # > 0: sampling keeps the frozen blocks' output for the update
     refresher: Refresher | None = None  # --reward-refresh: updates the reward model in the run
+    # After each update, in order: hook(step, rollout) -> metrics for the step's row. The
+    # refresher is one (above as well: its state goes into every checkpoint).
+    step_hooks: list[Callable[[int, Rollout], dict]] = field(default_factory=list)
 
 
 def save_run(run: Run, step: int) -> Path | None:

@@ -84,6 +84,29 @@ def test_two_steps_change_every_trainable_parameter(tmp_path):
     assert args.json and "json" not in train.resolve_config(args).__dict__  # not a run setting
 
 
+def test_step_hooks_run_after_each_update_and_their_metrics_are_logged(tmp_path, monkeypatch):
+    """Run.step_hooks (the reward refresh is one): each hook gets the step and its rollout once
+    the update is done, and what it returns lands in the step's metrics row."""
+    policy = tiny_policy()
+    start, seen = weights(policy), []
+
+    def hook(step, batch):
+        changed = any(not np.array_equal(start[k], v) for k, v in weights(policy).items())
+        seen.append((step, len(batch.sample.texts), changed))
+        return {"hook/step": float(step)}
+
+    def build(*args, **kw):
+        run = train_build(*args, **kw)
+        run.step_hooks.append(hook)
+        return run
+
+    train_build = train.build
+    monkeypatch.setattr(train, "build", build)
+    run_dir = train.run(tiny_config(tmp_path, steps=2), policy=policy, reward_fn=low_tokens)
+    assert seen == [(1, 2 * 3, True), (2, 2 * 3, True)]  # 2 prompts x 3 samples, after the update
+    assert [r["hook/step"] for r in metric_rows(run_dir)] == [1.0, 2.0]
+
+
 @pytest.mark.parametrize("baseline", ["group", "ema"])
 def test_resumed_run_equals_uninterrupted_run(tmp_path, baseline):
     """With the ema baseline every advantage depends on the per-category averages of earlier
