@@ -15,8 +15,6 @@ where it does.
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # The design card's library modules, at the top beside the commands but low in the graph.
@@ -35,9 +33,6 @@ LEAF = len(LAYER_NAMES) - 1
 # Folders of leaves: the commands at the top are leaves too (any top-level module not in LAYERS).
 LEAF_FOLDERS = ("experiments", "bench", "data", "recipes")
 SIDEWAYS_FORBIDDEN = {("rewards", "tasks")}
-# Edges the rule forbids that are still there, each with what removing it takes; the test fails
-# when one of them is gone, so the list only shrinks.
-KNOWN: dict[tuple[str, str], str] = {}
 
 
 def modules() -> dict[str, Path]:
@@ -116,11 +111,9 @@ def graph() -> dict[str, set[str]]:
 
 def upward(edge_list) -> list[str]:
     """The edges that break the layer rule: to a higher layer (a leaf is above everything), or
-    sideways where SIDEWAYS_FORBIDDEN says so; KNOWN edges left out."""
+    sideways where SIDEWAYS_FORBIDDEN says so."""
     out = []
     for a, b, line in edge_list:
-        if (a, b) in KNOWN:
-            continue
         if layer(b) > layer(a) or (place(a), place(b)) in SIDEWAYS_FORBIDDEN:
             out.append(
                 f"{a}:{line} ({LAYER_NAMES[layer(a)]}) imports {b} ({LAYER_NAMES[layer(b)]})"
@@ -224,12 +217,6 @@ def test_the_module_graph_has_no_cycle():
 def test_no_import_points_upward():
     bad = upward(edges())
     assert not bad, f"imports against the layers (tests/test_layers.py LAYERS): {bad}"
-
-
-@pytest.mark.parametrize("edge", sorted(KNOWN), ids="->".join)
-def test_a_known_exception_is_still_there(edge):
-    """A KNOWN edge that is gone leaves the list, so the list only shrinks."""
-    assert edge in {(a, b) for a, b, _ in edges()}, f"{edge} is gone: remove it from KNOWN"
 
 
 def function_level_imports(path: Path) -> list[tuple[str, int]]:
