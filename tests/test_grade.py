@@ -57,13 +57,11 @@ def records():
             for i, (c, p, a, _) in enumerate(FIXTURES)]  # fmt: skip
 
 
-# The shipped (fourth) grader's known miss among the fixtures: a calm correction that opens with
-# "It wasn't built in the 1900s" is called `answers` (p ~0.37; the third version caught it, p
-# 0.92). knowledge/evaluation.md: the fourth version finds fewer corrections (gold 16/37 vs 20/37).
-# Margins (CPU float32, 2026-12-02): every fixture's p is 0.13 or more from 0.5 (the miss 0.368,
-# the rest <= 0.24 or >= 0.91), the two labels checked win by 0.998 and 1.0: no BLAS's rounding
-# flips a verdict here or turns the strict xfail below into a pass.
-KNOWN_MISSES = {0}
+# The shipped grader (fourth version, classifier fine-tuned on fluent answers, 2026-12-02) reads
+# every fixture right. The version before it missed fixture 0, a calm correction that opens "It
+# wasn't built in the 1900s" (p 0.37); this one finds it (p 0.72). Margins (CPU float32,
+# 2026-12-02): every fixture's p is 0.22 or more from 0.5 (0.72, 0.04, 0.98, 0.18, 0.97, 0.96,
+# 0.08), the two labels checked win by 0.999 and 1.0: no BLAS's rounding flips a verdict here.
 
 
 @pytest.mark.slow
@@ -72,21 +70,11 @@ def test_shipped_grader_reads_hand_written_answers(grader):
     assert [g["id"] for g in out] == [f"r{i}" for i in range(len(FIXTURES))]
     for i, (g, (_, _, _, label)) in enumerate(zip(out, FIXTURES, strict=True)):
         assert (g["p"] > 0.5) == g["pushback"] and 0 <= g["p"] <= 1
-        if i not in KNOWN_MISSES:
-            assert g["pushback"] == grade.LABELS[label], (label, g)
+        assert g["pushback"] == grade.LABELS[label], (i, label, g)
     assert out[4]["label"] == "corrects_premise" and out[-1]["label"] == "broken"
     assert all(g["engages"] is None for g in out)  # no curiosity prompt here
     figs = grader.metrics["validation"]["all"]
     assert figs["false_premise_correction_recall"]["n"] > 100  # the card's figures are stored
-
-
-@pytest.mark.xfail(strict=True, reason="known miss of the fourth grader (KNOWN_MISSES): a calm "
-                   "correction read as an answer; a grader that finds it turns this red: "
-                   "then drop it from KNOWN_MISSES")  # fmt: skip
-@pytest.mark.slow
-def test_known_misses_are_still_missed(grader):
-    out = grader.grade(records())
-    assert all(out[i]["pushback"] == grade.LABELS[FIXTURES[i][3]] for i in KNOWN_MISSES)
 
 
 @pytest.mark.slow
@@ -104,13 +92,12 @@ def test_command_prints_one_json_object_in_input_order(grader, tmp_path, capsys,
     s = out["summary"]
     assert s["n"] == 7 and sum(s["labels"].values()) == 7
     assert s["pushback_rate"]["nonsense"]["value"] == 1.0
-    # by hand: every pushback call is right but the known miss (test above) -> 6/7; one of the
-    # two corrections is found, both nonsense flags; control answers: 0 of 2 called pushback
+    # by hand: every pushback call is right (test above) -> 7/7; both corrections are found, both
+    # nonsense flags; control answers: 0 of 2 called pushback
     fig = s["against_labels"]
-    assert (fig["pushback_accuracy"]["k"], fig["pushback_accuracy"]["n"]) == (
-        7 - len(KNOWN_MISSES), 7)  # fmt: skip
-    assert fig["false_premise_correction_recall"]["n"] == 2
-    assert fig["false_premise_correction_recall"]["value"] == 1.0 - len(KNOWN_MISSES) / 2
+    assert (fig["pushback_accuracy"]["k"], fig["pushback_accuracy"]["n"]) == (7, 7)
+    assert (fig["false_premise_correction_recall"]["k"],
+            fig["false_premise_correction_recall"]["n"]) == (2, 2)  # fmt: skip
     assert (fig["control_false_positive_rate"]["k"], fig["control_false_positive_rate"]["n"]) == (
         0, 2)  # fmt: skip
 
