@@ -21,7 +21,7 @@ from pathlib import Path
 from core import backend
 
 # isort: split
-from core import errors, lora, quant, run_folder
+from core import errors, gguf_reader, lora, quant, run_folder
 from core.atomic import atomic_folder
 
 import mlx.core as mx
@@ -38,7 +38,6 @@ ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
 }
-GGUF_ARCHS = ("llama", "qwen3")  # the architectures the GGUF format names that we write
 WEIGHTS_FILE = "model.safetensors"  # quant.save_model writes it
 GGUF_TYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 # The run config entries the card shows.
@@ -260,7 +259,7 @@ def gguf_pre_tokenizer(tokenizer_json: dict) -> str:
         return "smollm"
     if (
         kinds == ["Split", "ByteLevel"]
-        and parts[0].get("pattern", {}).get("Regex") == load_weights.QWEN2_SPLIT
+        and parts[0].get("pattern", {}).get("Regex") == gguf_reader.QWEN2_SPLIT
     ):
         return "qwen2"
     raise ExportError(
@@ -301,7 +300,7 @@ def gguf_vocab(tokenizer, vocab_size: int) -> dict:
 
 
 def llama_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """llama.cpp's Q/K row order for its interleaved RoPE (load_weights undoes it on reading):
+    """llama.cpp's Q/K row order for its interleaved RoPE (gguf_reader undoes it on reading):
     within each head, rows [0, d/2) and [d/2, d) are interleaved."""
     rows, cols = w.shape
     return w.reshape(n_heads, 2, rows // n_heads // 2, cols).swapaxes(1, 2).reshape(rows, cols)
@@ -334,9 +333,9 @@ def write_gguf(model: Model, tokenizer, path: Path, dtype: str) -> None:
     import gguf  # start-up: only --gguf needs the writer
 
     a = model.args
-    if a.model_type not in GGUF_ARCHS:
+    if a.model_type not in gguf_reader.ARCHS:
         raise ExportError(f"--gguf: architecture {a.model_type!r} is not written; GGUF here is "
-                          f"for {', '.join(GGUF_ARCHS)}")  # fmt: skip
+                          f"for {', '.join(gguf_reader.ARCHS)}")  # fmt: skip
     if a.rope_scaling:
         raise ExportError(f"--gguf: RoPE scaling {a.rope_scaling} is not written: export "
                           "without --gguf")  # fmt: skip
@@ -436,9 +435,9 @@ def main(argv=None) -> int:
     a.gguf_name = f"{out.name}-{GGUF_TYPES[dtype]}.gguf"
     backend.announce()
     model, tokenizer = merged_model(src, a.adapters)
-    if a.gguf and model.args.model_type not in GGUF_ARCHS:
+    if a.gguf and model.args.model_type not in gguf_reader.ARCHS:
         raise ExportError(f"--gguf: architecture {model.args.model_type!r} is not written; GGUF "
-                          f"here is for {', '.join(GGUF_ARCHS)}")  # fmt: skip
+                          f"here is for {', '.join(gguf_reader.ARCHS)}")  # fmt: skip
     card = model_card(src, model, dtype, a)
     write_folder(model, tokenizer, out, dtype, a, card)
     files = ", ".join(sorted(p.name for p in out.iterdir()))

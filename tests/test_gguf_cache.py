@@ -1,7 +1,7 @@
 """The dequantized-GGUF cache: a load through it equals a GGUF load bit for bit, and a bad cache
 file or folder is reported and worked around, never trusted."""
 
-from core import gguf_cache
+from core import gguf_cache, gguf_reader
 
 import mlx.core as mx
 import numpy as np
@@ -24,8 +24,8 @@ def test_embedded_model_loads_the_same_from_the_cache(tmp_path, monkeypatch):
     files = list(tmp_path.glob("*.safetensors"))
     assert len(files) == 1, files
     built = []
-    real = load_weights._gguf_weights
-    monkeypatch.setattr(load_weights, "_gguf_weights", lambda *a: built.append(1) or real(*a))
+    real = gguf_reader.hf_weights
+    monkeypatch.setattr(gguf_reader, "hf_weights", lambda *a: built.append(1) or real(*a))
     second = weights_of(load_weights.load("smollm2-135m", mx.float32)[0])
     assert built == [], "the second load dequantized again instead of reading the cache"
     assert plain.keys() == first.keys() == second.keys()
