@@ -21,16 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import backend, diversity, errors, flags, kernels, stats, strict_json
-from core.prompts import (
-    CATEGORIES,
-    EVAL_NOTES,
-    DataError,
-    eval_subset,
-    file_sha256,
-    load_notes,
-    load_prompts,
-    write_jsonl,
-)
+from core.jsonl import DataError, file_sha256, write_jsonl
+from core.prompts import CATEGORIES, EVAL_NOTES, eval_subset, load_notes, load_prompts
 
 import mlx.core as mx
 import numpy as np

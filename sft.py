@@ -28,7 +28,8 @@ from pathlib import Path
 
 from core import backend, errors, flags, lora, precision, strict_json
 from core.forced import encode, make_batch, token_nll
-from core.prompts import CATEGORIES, DataError, load_sft
+from core.jsonl import DataError
+from core.prompts import CATEGORIES, load_sft
 
 import mlx.core as mx
 import mlx.nn as nn

@@ -31,10 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core import backend, errors, strict_json
+from core import backend, errors, jsonl, strict_json
 from core import prompts as prompts_mod
 from core.atomic import atomic_folder, atomic_write
-from core.prompts import EVAL_NOTES, file_sha256, load_notes, load_pushback_labels, norm
+from core.jsonl import file_sha256
+from core.prompts import EVAL_NOTES, load_notes, load_pushback_labels, norm
 
 import numpy as np
 from tqdm import tqdm
@@ -396,7 +397,7 @@ def main(argv=None) -> int:
         rows = classifier_labels(data, a.policy_repeat, a.fluent_repeat)
         if a.others is not None:
             rows = fine_tune_mix(rows, a.others, a.seed)
-        prompts_mod.write_jsonl(rows, a.write_labels)
+        jsonl.write_jsonl(rows, a.write_labels)
         counts = {s: sum(r["split"] == s for r in rows) for s in ("train", "val")}
         print(f"{a.write_labels}: {counts}, by source {_count(data, True)} train, "
               f"{_count(data, False)} held out", file=sys.stderr)  # fmt: skip

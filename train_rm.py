@@ -33,15 +33,8 @@ from pathlib import Path
 
 from core import backend, errors, flags, precision, strict_json
 from core.atomic import atomic_folder
-from core.prompts import (
-    RM_PAIRS,
-    SPLITS,
-    DataError,
-    file_sha256,
-    load_pairs,
-    load_pushback_labels,
-    select_split,
-)
+from core.jsonl import DataError, file_sha256
+from core.prompts import RM_PAIRS, SPLITS, load_pairs, load_pushback_labels, select_split
 
 import mlx.core as mx
 import mlx.nn as nn

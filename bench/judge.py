@@ -24,7 +24,8 @@ import time
 from importlib.metadata import version
 
 from core import backend, diversity, errors, stats, strict_json
-from core.prompts import RM_PAIRS, DataError, load_pairs, select_split
+from core.jsonl import DataError
+from core.prompts import RM_PAIRS, load_pairs, select_split
 
 import numpy as np
 

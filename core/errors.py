@@ -4,7 +4,7 @@ A user error is a mistake in what the person asked for: a flag value, a config, 
 file, a model path, a missing tool. A command reports it as one line, `error: <message>` on
 stderr (the message says where and how to fix it), and exits with status 2, before any model work
 where it can. Every user-facing error class derives from `UserError` and keeps its other base
-(prompts.DataError is also a ValueError), so an older `except ValueError` still holds. A bug is
+(jsonl.DataError is also a ValueError), so an older `except ValueError` still holds. A bug is
 not a user error: it keeps its traceback. `cli` wraps each command's `main`; `as_user_error`
 marks the few blocks where a plain ValueError means bad input. Ctrl-C is left to each command
 (train.py checkpoints on it). This module imports no repository module.

@@ -23,7 +23,7 @@ from core import backend  # noqa: F401  (loads OpenBLAS before mlx)
 
 # isort: split
 from core import atomic
-from core.prompts import file_sha256
+from core.jsonl import file_sha256
 
 import mlx.core as mx
 

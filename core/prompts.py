@@ -1,27 +1,27 @@
-"""Load and validate the project's JSONL data sets, and serve training prompts in order.
+"""The project's prompt sets and labelled data: their schemas, loaders and default paths, and the
+stream that serves training prompts in order.
 
 `load_prompts` reads `data/prompts.jsonl` / `data/eval.jsonl` / `data/eval_external.jsonl` (one
 `{"id", "category", "prompt", "source"}` object per line); `load_judge_pairs` reads
 `data/judge_pairs.jsonl`; `load_pairs` reads the same pair schema with the optional `source`,
 `kind` and `split` of `data/rm_pairs.jsonl`; `load_pushback_labels` reads
 `data/pushback_labels.jsonl`; `load_sft` reads the supervised answers of `data/sft/`. Each
-checks the whole file first and raises `DataError` naming the file, the 1-based line and the
-fix, so a bad file fails before training starts. `PromptStream` serves training prompts in a
-seeded order per epoch with a resumable cursor; `eval_subset` takes a held-out set's first N
-prompts round-robin over categories; `write_jsonl` writes records atomically; `output_folder`
-checks a data builder's --out before it reads anything; `norm` is the text key of every overlap
-check between data sets. This module does not make or split data (`data/make_data.py`,
-`data/make_rm_data.py`, knowledge/data.md); it imports no model code.
+checks the whole file first (core/jsonl.py) and raises `DataError` naming the file, the 1-based
+line and the fix, so a bad file fails before training starts. `PromptStream` serves training
+prompts in a seeded order per epoch with a resumable cursor (`PairedStream` with minimal pairs,
+core/pairs.py); `eval_subset` takes a held-out set's first N prompts round-robin over
+categories; `norm` is the text key of every overlap check between data sets. This module does
+not make or split data (`data/make_data.py`, `data/make_rm_data.py`, knowledge/data.md); it
+imports no model code.
 """
 
-import hashlib
 import json
 import os
 import re
 from pathlib import Path
 
-from core.atomic import atomic_file
-from core.errors import UserError
+from core.jsonl import DataError, check_record, data_error, load_jsonl, read_jsonl
+from core.pairs import pairs_and_singles
 
 import numpy as np
 
@@ -113,152 +113,11 @@ PUSHBACK_KINDS = {
     "echo": False,  # restates the prompt
 }
 
-_MAX_REPORTED = 20
-
-
-class DataError(UserError, ValueError):
-    """A data file is missing, empty or malformed; `path` and `line` (1-based or None) say where."""
-
-    def __init__(self, message: str, path: str | None = None, line: int | None = None):
-        super().__init__(message)
-        self.path = path
-        self.line = line
-
-
-def file_sha256(*paths) -> str:
-    """SHA-256 of the files' bytes, one after another (a data file's identity in a model's or
-    run's record; the gold set's answers and labels files as one)."""
-    h = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def data_error(path, errors: list[tuple[int, str]]) -> DataError:
-    """One line for a file's problems [(line, message)]: the first line's first in full (where,
-    what, the fix), then how many more and on which lines, so a CLI prints it as its one `error:`
-    line."""
-    errors = sorted(errors, key=lambda e: e[0])  # stable: a line's own problems keep their order
-    first, msg = errors[0]
-    text = f"{path} line {first}: {msg}"
-    if len(errors) > 1:
-        lines = sorted({n for n, _ in errors[1:]})
-        shown = ", ".join(map(str, lines[:_MAX_REPORTED]))
-        shown += ", ..." if len(lines) > _MAX_REPORTED else ""
-        where = f"line {shown}" if len(lines) == 1 else f"lines {shown}"
-        text += f" (and {len(errors) - 1} more problem(s): {where})"
-    return DataError(text, path=path, line=first)
-
-
-def read_jsonl(
-    path, fix: str = "check the path"
-) -> tuple[list[tuple[int, object]], list[tuple[int, str]]]:
-    """A JSONL file's values [(line, value)] and the problems [(line, message)] of its blank and
-    malformed lines: the one reader under every loader, which checks the values, adds its own
-    problems and raises `data_error`. A file that is missing (`fix`: how to get it), not UTF-8
-    or empty is a DataError at once."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: file not found; {fix}", path=path)
-    with open(path, encoding="utf-8") as f:
-        try:
-            lines = f.read().splitlines()
-        except UnicodeDecodeError as e:
-            raise DataError(f"{path}: not UTF-8 text ({e}); save it as UTF-8", path=path) from e
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path}: file is empty; it needs one JSON object per line", path=path)
-    values, errors = [], []
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            errors.append((line_no, "blank line; remove it (one JSON object per line)"))
-            continue
-        try:
-            values.append((line_no, json.loads(line)))
-        except json.JSONDecodeError as e:
-            errors.append((line_no, f"not valid JSON ({e.msg} at column {e.colno}); fix the line"))
-    return values, errors
-
-
-def _check_record(record, fields, allowed, optional=(), flags=(), lists=()):
-    """Problems with one parsed line, as a list of strings (empty if fine). `fields` are required
-    strings, `optional` strings that may be absent, `flags` required booleans, `lists` required
-    non-empty lists of non-empty strings."""
-    if not isinstance(record, dict):
-        return [f"expected a JSON object, got {type(record).__name__}; write one object per line"]
-    problems = []
-    for name in flags:
-        if name not in record:
-            problems.append(f"missing field {name!r}; write {name!r}: true or false")
-        elif not isinstance(record[name], bool):
-            problems.append(f"field {name!r} must be true or false, got {record[name]!r}")
-    for name in lists:
-        value = record.get(name)
-        if not (isinstance(value, list) and value):
-            problems.append(f"field {name!r} must be a non-empty list of strings")
-        elif not all(isinstance(v, str) and v.strip() for v in value):
-            problems.append(f"every entry of {name!r} must be a non-empty string")
-    for name in (*fields, *(o for o in optional if o in record)):
-        if name not in record:
-            problems.append(f"missing field {name!r}; every line needs {', '.join(fields)}")
-        elif not isinstance(record[name], str):
-            problems.append(
-                f"field {name!r} must be a string, got {type(record[name]).__name__}; quote it"
-            )
-        elif not record[name].strip():
-            problems.append(f"field {name!r} is empty or whitespace; give it text or drop the line")
-    known = (*fields, *optional, *flags, *lists)
-    extra = sorted(set(record) - set(known))
-    if extra:
-        problems.append(
-            f"unknown field(s) {', '.join(map(repr, extra))}; allowed: {', '.join(known)}"
-        )
-    for name, values in allowed.items():
-        value = record.get(name)
-        if isinstance(value, str) and value.strip() and value not in values:
-            problems.append(f"{name} {value!r} is not one of {', '.join(values)}; use one of those")
-    return problems
-
 
 def norm(text: str) -> str:
     """Case- and whitespace-insensitive form of a text: the key of every duplicate and overlap
     check between data sets (a prompt in two files, an answer written twice)."""
     return " ".join(text.lower().split())
-
-
-def _load_jsonl(path, fields, allowed, unique_text, check=None, optional=(), flags=()):
-    """Parse and validate a JSONL file; return its records or raise one DataError listing all
-    problems. `unique_text` names fields whose (stripped) values must not repeat; `check(record)`
-    returns extra problems for a record that passed the field checks; `optional` and `flags` are
-    passed to `_check_record`."""
-    path = os.fspath(path)
-    values, errors = read_jsonl(path, "check the path or run `uv run python -m data.make_data`")
-    records = []
-    first_seen = {name: {} for name in ("id", *unique_text)}
-    for line_no, record in values:
-        problems = _check_record(record, fields, allowed, optional, flags)
-        if not problems and check is not None:
-            problems = check(record)
-        if not problems:
-            for name, seen in first_seen.items():
-                key = record[name] if name == "id" else record[name].strip()
-                if key in seen:
-                    what = "id" if name == "id" else f"{name} text"
-                    problems.append(
-                        f"duplicate {what} {key[:60]!r} (first on line {seen[key]}); "
-                        f"make it unique or delete one"
-                    )
-                else:
-                    seen[key] = line_no
-        if problems:
-            errors.extend((line_no, p) for p in problems)
-        else:
-            records.append(record)
-
-    if errors:
-        raise data_error(path, errors)
-    return records
 
 
 def load_prompts(path) -> list[dict]:
@@ -273,7 +132,7 @@ def load_prompts(path) -> list[dict]:
         raise DataError(f"--data {path!r} has an empty file name; join files with single commas")
     records, where, texts = [], {}, {}  # id -> its file; prompt text -> its file
     for one in paths:
-        for r in _load_jsonl(
+        for r in load_jsonl(
             one, PROMPT_FIELDS, {"category": CATEGORIES}, unique_text=("prompt",),
             optional=("pair",),
         ):  # fmt: skip
@@ -328,20 +187,6 @@ def step_indices(n: int, batch: int, seed: int, step: int, stream: int) -> np.nd
     return np.array(out)
 
 
-def claim_key(record: dict) -> str:
-    """The id a record's claim goes by: a true twin's is its false premise's (`pair`), so the two
-    halves of a minimal pair land on the same side of any split."""
-    return record.get("pair") or record["id"]
-
-
-def pairs_and_singles(records: list[dict]) -> tuple[list[tuple[dict, dict]], list[dict]]:
-    """([(named record, its twin)] in the twins' file order, the records in no pair)."""
-    by_id = {r["id"]: r for r in records}
-    pairs = [(by_id[r["pair"]], r) for r in records if "pair" in r]
-    paired = {r["id"] for pair in pairs for r in pair}
-    return pairs, [r for r in records if r["id"] not in paired]
-
-
 def load_notes(path) -> dict[str, dict]:
     """Reference notes for graders (data/eval_notes.jsonl): each line `{"id", "prompt", "note",
     "markers"}`, the prompt's text, a sentence on what is false or nonsensical in it, and the
@@ -355,7 +200,7 @@ def load_notes(path) -> dict[str, dict]:
         if not isinstance(r, dict):
             errors.append((n, "expected a JSON object with id, prompt, note, markers"))
             continue
-        problems = _check_record(r, ("id", "prompt", "note"), {}, lists=("markers",))
+        problems = check_record(r, ("id", "prompt", "note"), {}, lists=("markers",))
         if not problems and any(m != m.lower() for m in r["markers"]):
             problems.append("every marker must be lowercase (answers are matched lowercased)")
         text = r.get("prompt").strip() if isinstance(r.get("prompt"), str) else None
@@ -394,7 +239,7 @@ def load_judge_pairs(path) -> list[dict]:
         return []
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES}
-    return _load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
+    return load_jsonl(path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check)
 
 
 def held_out_prompts(root) -> set[str]:
@@ -417,7 +262,7 @@ def load_pairs(path) -> list[dict]:
         return []
 
     allowed = {"criterion": CRITERIA, "category": CATEGORIES, "kind": PAIR_KINDS, "split": SPLITS}
-    return _load_jsonl(
+    return load_jsonl(
         path, JUDGE_PAIR_FIELDS, allowed, unique_text=(), check=check, optional=PAIR_OPTIONAL_FIELDS
     )
 
@@ -437,7 +282,7 @@ def load_sft(path) -> list[dict]:
             ]
         return []
 
-    return _load_jsonl(path, SFT_FIELDS, {"category": CATEGORIES}, unique_text=(), check=check)
+    return load_jsonl(path, SFT_FIELDS, {"category": CATEGORIES}, unique_text=(), check=check)
 
 
 def load_pushback_labels(path) -> list[dict]:
@@ -463,7 +308,7 @@ def load_pushback_labels(path) -> list[dict]:
     allowed = {"category": CATEGORIES, scheme: tuple(table), "split": SPLITS}
     fields = PUSHBACK_FIELDS if scheme == "kind" else LABELLED_FIELDS
     optional = () if scheme == "kind" else ("source", "reason")
-    return _load_jsonl(
+    return load_jsonl(
         path, fields, allowed, unique_text=(), check=check, optional=optional, flags=("pushback",)
     )
 
@@ -613,105 +458,3 @@ def prompt_stream(
     if single_categories is not None:
         raise ValueError("single_categories needs pairs_per_step >= 1")
     return PromptStream(records, seed)
-
-
-def output_folder(path, flag: str = "--out") -> Path:
-    """`path` as the folder a data builder writes into, checked before the builder reads anything:
-    a UserError naming the flag when it, or the nearest part of it that exists, is not a folder
-    (a missing folder is made when the files are written)."""
-    path = Path(path)
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        where = "" if existing == path else f" ({existing})"
-        raise UserError(
-            f"{flag} {path}{where} is a file, not a folder; give the folder to write the files into"
-        )
-    return path
-
-
-def write_jsonl(records, path) -> Path:
-    """One JSON object per line via a temp file renamed into place, so a failed run leaves no
-    half-written file (the parent folder is made if missing)."""
-    path = Path(path)
-    with atomic_file(path) as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return path
-
-
-# ----------------------------------------------------------------------------------------------
-# Minimal pairs (a false premise and its true twin) and folds that keep a claim whole
-
-
-def minimal_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
-    """(false, true twin) for every record that names its partner with `pair`; load_prompts has
-    already checked that each named id exists and is named once."""
-    pairs, _ = pairs_and_singles(records)
-    reversed_ = [f"{b['id']} -> {a['id']}" for a, b in pairs if a["category"] == "control"]
-    if reversed_:
-        raise DataError(
-            f"{len(reversed_)} twin(s) name a control prompt as their false half "
-            f"({', '.join(reversed_[:3])}); `pair` goes on the true twin and names the false one"
-        )
-    if not pairs:
-        raise DataError(
-            "the pairs file has no record with a `pair` field (a true twin naming its false "
-            "premise's id); pass e.g. --pairs data/prompts.jsonl,data/twins_v2.jsonl"
-        )
-    return pairs
-
-
-def prompt_words(text: str) -> list[str]:
-    """The lower-cased words of a prompt, as the claim groups and the bag of words read them."""
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def claim_groups(pairs: list[tuple[dict, dict]], run: int = 4, max_share: int = 4) -> np.ndarray:
-    """Group index of each pair: pairs whose false halves share a rare `run`-word sequence (one
-    that at most `max_share` false halves hold) are one group. Template prompts put one claim
-    in several frames ("Settle a debate for us: my brother says <claim>", "Can you confirm that
-    <claim>?"); folds by pair alone would train on a claim's other frames and test on it, so a
-    probe (or the bag of words) could recall the claim instead of knowing the fact. A frame's
-    own word runs are shared by many prompts and do not join groups. run=0: every pair alone."""
-    parent = list(range(len(pairs)))
-
-    def root(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    if run > 0:
-        holders: dict[tuple, list[int]] = {}
-        for i, (false, _) in enumerate(pairs):
-            words = prompt_words(false["prompt"])
-            for gram in {tuple(words[k : k + run]) for k in range(len(words) - run + 1)}:
-                holders.setdefault(gram, []).append(i)
-        for members in holders.values():
-            if 1 < len(members) <= max_share:
-                for i in members[1:]:
-                    parent[root(i)] = root(members[0])
-    roots = [root(i) for i in range(len(pairs))]
-    index = {r: g for g, r in enumerate(dict.fromkeys(roots))}
-    return np.array([index[r] for r in roots], dtype=np.int64)
-
-
-def fold_of_groups(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
-    """Fold index (0..folds-1) of each pair, all pairs of a group in one fold: the groups from
-    the largest down (a seeded shuffle among equal sizes), each placed in the fold with the
-    fewest pairs so far."""
-    names, sizes = np.unique(groups, return_counts=True)
-    if len(names) < 2 * folds:
-        raise DataError(
-            f"{len(names)} independent groups of pairs are too few for {folds} folds "
-            f"(need >= {2 * folds})"
-        )
-    shuffled = np.random.default_rng(seed).permutation(len(names))
-    order = shuffled[np.argsort(-sizes[shuffled], kind="stable")]  # largest first, ties shuffled
-    load = np.zeros(folds, dtype=np.int64)
-    fold_of_name = {}
-    for k in order:
-        f = int(np.argmin(load))
-        fold_of_name[names[k]] = f
-        load[f] += sizes[k]
-    return np.array([fold_of_name[g] for g in groups], dtype=np.int64)

@@ -2,7 +2,7 @@
 
 Each YAML file holds one group of hand-written text (claims, prompts per category, judge pairs,
 happy prompts); SCHEMAS says what each must contain: keys, types, non-empty text, pairs of the
-right length, frame placeholders, no duplicates. `load_source` raises one `prompts.DataError`
+right length, frame placeholders, no duplicates. `load_source` raises one `jsonl.DataError`
 naming the file, the line, the key path and the fix, so a bad edit fails before any JSONL is
 written. This module only reads and checks; make_data.py and make_happy_prompts.py build the
 JSONL files from what it returns.
@@ -12,7 +12,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.prompts import CATEGORIES, CRITERIA, DataError, norm
+from core.jsonl import DataError
+from core.prompts import CATEGORIES, CRITERIA, norm
 
 import yaml
 

@@ -17,13 +17,8 @@ import re
 import sys
 
 from core import errors
-from core.prompts import (
-    load_judge_pairs,
-    load_prompts,
-    norm,
-    output_folder,
-    write_jsonl,
-)
+from core.jsonl import output_folder, write_jsonl
+from core.prompts import load_judge_pairs, load_prompts, norm
 
 from data.load_sources import CURIOSITY_TEMPLATES, SOURCES, load_sources
 

@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 
 from core import errors
-from core.prompts import DataError, load_prompts, norm
+from core.jsonl import DataError
+from core.prompts import load_prompts, norm
 
 from data.make_sft import SHARED, eval_prompts, falseqa_partners
 

@@ -26,7 +26,8 @@ import sys
 import time
 
 from core import errors
-from core.prompts import EVAL_PROMPTS, load_prompts, output_folder
+from core.jsonl import output_folder
+from core.prompts import EVAL_PROMPTS, load_prompts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

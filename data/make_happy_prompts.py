@@ -17,7 +17,8 @@ import os
 import sys
 
 from core import errors
-from core.prompts import load_prompts, output_folder
+from core.jsonl import output_folder
+from core.prompts import load_prompts
 
 from data.load_sources import SOURCES, load_source
 

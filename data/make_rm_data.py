@@ -24,6 +24,7 @@ import sys
 from collections import Counter
 
 from core import errors
+from core.jsonl import output_folder, write_jsonl
 from core.prompts import (
     CATEGORIES,
     CRITERIA,
@@ -36,8 +37,6 @@ from core.prompts import (
     load_prompts,
     load_pushback_labels,
     norm,
-    output_folder,
-    write_jsonl,
 )
 
 import yaml
@@ -524,7 +523,7 @@ def eval_external(tqa_rows, bsb_questions, split, banned) -> tuple[list, Counter
 
 
 def write_records(path, records, keys):
-    """`records`, each cut to `keys` in that order, as JSONL (prompts.write_jsonl: atomic)."""
+    """`records`, each cut to `keys` in that order, as JSONL (jsonl.write_jsonl: atomic)."""
     write_jsonl(({k: r[k] for k in keys} for r in records), path)
 
 

@@ -30,7 +30,8 @@ from collections import Counter
 from pathlib import Path
 
 from core import errors
-from core.prompts import DataError, held_out_prompts, load_pairs, norm, output_folder
+from core.jsonl import DataError, output_folder
+from core.prompts import held_out_prompts, load_pairs, norm
 
 from evals import stance_probes
 from evals.gold import join_labels

@@ -29,14 +29,8 @@ from pathlib import Path
 
 from core import errors
 from core.diversity import word_count
-from core.prompts import (
-    CATEGORIES,
-    DataError,
-    held_out_prompts,
-    load_prompts,
-    norm,
-    output_folder,
-)
+from core.jsonl import DataError, output_folder
+from core.prompts import CATEGORIES, held_out_prompts, load_prompts, norm
 
 import yaml
 

@@ -2,7 +2,7 @@
 
 `load_gold` joins data/gold/answers.jsonl (sampled by data/make_gold.py) with
 data/gold/labels.jsonl (written by hand, data/gold/LABEL_SCHEME.md) by id, after checking both
-whole files; any problem raises `prompts.DataError` naming the file, the 1-based line and the
+whole files; any problem raises `jsonl.DataError` naming the file, the 1-based line and the
 fix. `grader_figures` scores a grader's predictions against it: label and pushback accuracy,
 recall on false-premise corrections and on nonsense flags, the false-positive rate on control
 answers, each with its n and a Wilson 95% interval, and a label confusion matrix. The set is
@@ -26,7 +26,8 @@ from pathlib import Path
 
 from core import strict_json
 from core.errors import as_user_error, cli
-from core.prompts import ANSWER_LABELS, CATEGORIES, DataError, data_error, file_sha256, read_jsonl
+from core.jsonl import DataError, data_error, file_sha256, read_jsonl
+from core.prompts import ANSWER_LABELS, CATEGORIES
 from core.stats import cohen_kappa, wilson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -34,17 +34,8 @@ from pathlib import Path
 
 from core import backend, chat_format, diversity, frozen_states, strict_json
 from core.errors import as_user_error, cli
-from core.prompts import (
-    CATEGORIES,
-    EVAL_NOTES,
-    DataError,
-    data_error,
-    eval_subset,
-    file_sha256,
-    load_notes,
-    read_jsonl,
-    reference_hits,
-)
+from core.jsonl import DataError, data_error, file_sha256, read_jsonl
+from core.prompts import CATEGORIES, EVAL_NOTES, eval_subset, load_notes, reference_hits
 from core.stats import figure
 
 import mlx.core as mx

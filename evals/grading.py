@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from core import stats
-from core.prompts import file_sha256
+from core.jsonl import file_sha256
 
 import numpy as np
 

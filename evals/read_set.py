@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 from core import errors, stats, strict_json
-from core.prompts import CATEGORIES, DataError, data_error, read_jsonl, write_jsonl
+from core.jsonl import DataError, data_error, read_jsonl, write_jsonl
+from core.prompts import CATEGORIES
 
 from evals import gold
 

@@ -22,7 +22,7 @@ trained on (the held-out eval sets) for a figure that means anything.
 from pathlib import Path
 
 from core import stats
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import numpy as np
 

@@ -26,7 +26,8 @@ from core import backend
 # isort: split
 from core import errors, stats, strict_json
 from core.frozen_states import last_token_states, ridge_fit
-from core.prompts import CATEGORIES, claim_key, load_prompts
+from core.pairs import claim_key
+from core.prompts import CATEGORIES, load_prompts
 
 import mlx.core as mx
 import numpy as np

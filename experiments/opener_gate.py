@@ -28,7 +28,9 @@ from core import (
     flags,
 )
 from core.forced import encode, hidden_logprob, make_batch
-from core.prompts import CATEGORIES, DataError, claim_key, load_prompts, step_indices
+from core.jsonl import DataError
+from core.pairs import claim_key
+from core.prompts import CATEGORIES, load_prompts, step_indices
 from core.stats import auroc
 
 import mlx.core as mx

@@ -27,13 +27,8 @@ from core import backend
 # isort: split
 from core import errors, forced, stats, strict_json
 from core.frozen_states import last_token_states, ridge_fit
-from core.prompts import (
-    claim_groups,
-    fold_of_groups,
-    load_prompts,
-    minimal_pairs,
-    prompt_words,
-)
+from core.pairs import claim_groups, fold_of_groups, minimal_pairs, prompt_words
+from core.prompts import load_prompts
 
 import mlx.core as mx
 import numpy as np

@@ -20,7 +20,8 @@ from core import (
     flags,
 )
 from core.forced import encode, make_batch, row_logprob
-from core.prompts import claim_groups, fold_of_groups, load_prompts, minimal_pairs, step_indices
+from core.pairs import claim_groups, fold_of_groups, minimal_pairs
+from core.prompts import load_prompts, step_indices
 
 import mlx.core as mx
 import numpy as np
@@ -113,7 +114,7 @@ class StanceContrast(sft.ExtraLoss):
 
 def stance_split(files: str, folds: int, holdout: int, seed: int) -> tuple[list, list]:
     """(training pairs, held-out pairs) of the minimal pairs in `files`, split by claim group
-    (prompts.claim_groups, the folds experiments/premise_probe.py uses): fold `holdout` of `folds`
+    (pairs.claim_groups, the folds experiments/premise_probe.py uses): fold `holdout` of `folds`
     is held out."""
     pairs = minimal_pairs(load_prompts(files))
     fold = fold_of_groups(claim_groups(pairs), folds, seed)

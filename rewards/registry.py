@@ -30,7 +30,8 @@ from pathlib import Path
 
 from core.diversity import jaccard, word_count
 from core.errors import UserError
-from core.prompts import CATEGORIES, DataError, load_notes, reference_hits
+from core.jsonl import DataError
+from core.prompts import CATEGORIES, load_notes, reference_hits
 
 import numpy as np
 

@@ -34,7 +34,8 @@ from core import (
     diversity,
     precision,
 )
-from core.prompts import file_sha256, load_pairs
+from core.jsonl import file_sha256
+from core.prompts import load_pairs
 
 import mlx.core as mx
 import mlx.nn as nn

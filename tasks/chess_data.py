@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import errors, strict_json
-from core.prompts import write_jsonl
+from core.jsonl import write_jsonl
 
 import chess
 import chess.engine

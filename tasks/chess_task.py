@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core.prompts import data_error, read_jsonl
+from core.jsonl import data_error, read_jsonl
 
 import chess
 

@@ -6,7 +6,7 @@ import json
 import math
 import random
 
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import chess
 import pytest

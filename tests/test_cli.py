@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from core import errors, flags, strict_json
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import numpy as np
 import pytest

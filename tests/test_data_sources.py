@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import pytest
 

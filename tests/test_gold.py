@@ -5,7 +5,8 @@ import json
 import os
 
 from core import stats
-from core.prompts import CATEGORIES, DataError, held_out_prompts, load_prompts, norm
+from core.jsonl import DataError
+from core.prompts import CATEGORIES, held_out_prompts, load_prompts, norm
 from core.stats import wilson
 
 import pytest

@@ -10,7 +10,7 @@ from core import (
     backend,  # noqa: F401
     prompts,
 )
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import numpy as np
 import pytest
@@ -283,7 +283,8 @@ def test_eval_notes_cover_the_eval_prompts_they_name():
     ("not json", "not valid JSON"),
 ])  # fmt: skip
 def test_bad_notes_lines_name_the_line(tmp_path, line, words):
-    from core.prompts import DataError, load_notes
+    from core.jsonl import DataError
+    from core.prompts import load_notes
 
     good = {"id": "g", "prompt": "q", "note": "n", "markers": ["a"]}
     path = tmp_path / "notes.jsonl"

@@ -9,7 +9,7 @@ from core import backend  # noqa: F401
 
 # isort: split
 from core import forced, frozen_states
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import mlx.core as mx
 import numpy as np

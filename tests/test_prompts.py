@@ -5,19 +5,17 @@ import json
 import os
 import re
 
+from core.jsonl import DataError, data_error, read_jsonl
+from core.pairs import pairs_and_singles
 from core.prompts import (
     CATEGORIES,
     CRITERIA,
     JUDGED_ON,
     PAIR_CRITERION,
-    DataError,
-    data_error,
     load_judge_pairs,
     load_prompts,
     norm,
-    pairs_and_singles,
     prompt_stream,
-    read_jsonl,
     select_split,
 )
 

@@ -13,7 +13,7 @@ from core import (
     precision,
     stats,
 )
-from core.prompts import file_sha256
+from core.jsonl import file_sha256
 
 import mlx.core as mx
 import numpy as np

@@ -8,11 +8,11 @@ import os
 import re
 from collections import Counter
 
+from core.jsonl import DataError
 from core.prompts import (
     CATEGORIES,
     PAIR_KINDS,
     PUSHBACK_KINDS,
-    DataError,
     load_judge_pairs,
     load_pairs,
     load_prompts,

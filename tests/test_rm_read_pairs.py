@@ -5,7 +5,8 @@ repository equal to what the builder makes; train_rm.py --extra-pairs joins them
 import json
 from pathlib import Path
 
-from core.prompts import DataError, load_pairs
+from core.jsonl import DataError
+from core.prompts import load_pairs
 
 import pytest
 

@@ -3,7 +3,7 @@ numbers."""
 
 import json
 
-from core.prompts import DataError
+from core.jsonl import DataError
 
 import pytest
 

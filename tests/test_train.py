@@ -6,7 +6,8 @@ import signal
 import sqlite3
 
 from core import backend  # noqa: F401
-from core.prompts import DataError, eval_subset
+from core.jsonl import DataError
+from core.prompts import eval_subset
 
 import mlx.core as mx
 import numpy as np
