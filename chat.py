@@ -29,7 +29,8 @@ from core.prompts import CATEGORIES
 
 from gwen import Gwen
 from load_weights import MODEL_HELP, ModelSource, resolve
-from rewards import registry as rewards
+from rewards.registry import Component, RewardContext, parse_spec
+from rewards.scorer import Scorer, build_scorer
 from rl.reference import starting_judge
 from tasks import registry as tasks
 
@@ -87,18 +88,18 @@ def answer_stream(gwen: Gwen, prompt: str, s: Sampling):
     return chat.stream(prompt, s.max_new_tokens, s.temperature, s.top_p, s.seed)
 
 
-def reward_components(reward_model: str | None) -> list[rewards.Component]:
+def reward_components(reward_model: str | None) -> list[Component]:
     """The rubric, plus `rm:PATH` when a reward-model folder is given (checked now); `none`:
     the rubric alone."""
     use = reward_model and reward_model != "none"
-    rm = rewards.parse_spec(f"rm:{reward_model}") if use else []
-    return [rewards.Component("rubric"), *rm]
+    rm = parse_spec(f"rm:{reward_model}") if use else []
+    return [Component("rubric"), *rm]
 
 
-def build_scorers(components, judge: tuple, tokenizer, policy=None) -> dict[str, rewards.Scorer]:
+def build_scorers(components, judge: tuple, tokenizer, policy=None) -> dict[str, Scorer]:
     """One scorer per component, so the page shows each reward's own numbers."""
-    ctx = rewards.RewardContext(judge=lambda: judge, tokenizer=tokenizer, policy=policy)
-    return {c.label: rewards.build_scorer([c], ctx) for c in components}
+    ctx = RewardContext(judge=lambda: judge, tokenizer=tokenizer, policy=policy)
+    return {c.label: build_scorer([c], ctx) for c in components}
 
 
 def lazy_scorers(components, judge: tuple, tokenizer, policy=None):
@@ -106,7 +107,7 @@ def lazy_scorers(components, judge: tuple, tokenizer, policy=None):
     with the models alone, and a reward model loads when an answer is first scored."""
     built = {}
 
-    def get() -> dict[str, rewards.Scorer]:
+    def get() -> dict[str, Scorer]:
         if not built:
             built.update(build_scorers(components, judge, tokenizer, policy))
         return built
@@ -115,7 +116,7 @@ def lazy_scorers(components, judge: tuple, tokenizer, policy=None):
 
 
 def score_answers(scorers: dict, prompt: str, answers: list[str], category: str) -> dict:
-    """{reward label: rewards.Scores of the answers to `prompt` read as a `category` prompt}."""
+    """{reward label: registry.Scores of the answers to `prompt` read as a `category` prompt}."""
     if category not in CATEGORIES:
         raise ValueError(f"category {category!r} is not one of {CATEGORIES}")
     n = len(answers)
@@ -365,7 +366,7 @@ def check_port_free(host: str, port: int) -> None:
         ) from None
 
 
-def check_args(args) -> list[rewards.Component]:
+def check_args(args) -> list[Component]:
     """Every check that needs no weights; returns the reward components to build."""
     refs = args.model or [DEFAULT_MODEL]
     if len(refs) > 2:

@@ -13,7 +13,8 @@ from core import backend, errors, flags, strict_json
 
 from gwen import Gwen
 from load_weights import MODEL_HELP
-from rewards import registry as rewards
+from rewards.registry import RewardContext, needs_judge, parse_spec
+from rewards.scorer import build_scorer
 from rl.eval_hook import evaluate
 from tasks import registry as tasks
 
@@ -37,16 +38,16 @@ def main(argv=None) -> int:
     with errors.as_user_error(ValueError):  # the task, reward spec, data and model
         task = tasks.get(args.task)
         spec = args.reward or task.reward
-        components = rewards.parse_spec(spec)
+        components = parse_spec(spec)
         tasks.check_rewards(task, [c.name for c in components])
-        if rewards.needs_judge(components):
+        if needs_judge(components):
             raise errors.UserError(
                 f"--reward {spec!r} needs a judge model: use evaluate.py for the values task"
             )
         records = task.load(args.data or task.eval_data)
         policy = Gwen.load(args.model, backend.parse_dtype(args.dtype))
         policy.system_prompt, policy.examples = task.system_prompt, task.examples
-        scorer = rewards.build_scorer(components, rewards.RewardContext(records=records))
+        scorer = build_scorer(components, RewardContext(records=records))
     out = evaluate(policy, scorer, records, limit=args.limit, max_new_tokens=args.max_new_tokens)
     out = {"model": args.model, "data": args.data or task.eval_data, **out}
     print(strict_json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))

@@ -45,8 +45,9 @@ from evals.grading import (
 )
 from gwen import Gwen, sequence_hidden
 from load_weights import MODEL_HELP, resolve
-from rewards import registry as rewards
 from rewards.pushback import pushes_back
+from rewards.registry import RewardContext, needs_judge, parse_spec, rm_folder
+from rewards.scorer import build_scorer
 from rl.reference import starting_judge
 from tasks import registry as tasks
 
@@ -94,7 +95,7 @@ class EvalConfig:
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit {self.limit}: must be >= 1")
         for spec in self.rewards:
-            rewards.parse_spec(spec)
+            parse_spec(spec)
         backend.parse_dtype(self.dtype)
 
 
@@ -162,7 +163,7 @@ def per_answer_kl(gwen: Gwen, base: Gwen, records, texts, batch: int = 8) -> lis
 
 def score_rewards(spec, ctx, records, texts) -> dict:
     """Mean over samples per record of each reward's value and its parts: {key: [per record]}."""
-    scorer = rewards.build_scorer(rewards.parse_spec(spec), ctx)
+    scorer = build_scorer(parse_spec(spec), ctx)
     flat_r = [r for r, ans in zip(records, texts, strict=True) for _ in ans]
     flat_t = [t for ans in texts for t in ans]
     s = scorer([r["prompt"] for r in flat_r], flat_t, [r["category"] for r in flat_r])
@@ -328,13 +329,13 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             answers = generate(gwen, records, cfg, Path(ref).name)
             cache.put(akey, answers)
         extra = {}
-        ctx = rewards.RewardContext(judge_factory, gwen.tokenizer, policy=base_ref)
+        ctx = RewardContext(judge_factory, gwen.tokenizer, policy=base_ref)
         for spec in cfg.rewards:
             skey = Cache.key(
                 "scores",
                 akey,
                 spec,
-                judge if rewards.needs_judge(rewards.parse_spec(spec)) else None,
+                judge if needs_judge(parse_spec(spec)) else None,
             )
             scored = cache.get(skey)
             if scored is None:
@@ -353,7 +354,7 @@ def evaluate_models(cfg: EvalConfig) -> dict:
             for det in stance_detectors(sources[ref]):  # issue 20 item 6: reported beside
                 flagger, opening = detector_base(det)  # not `base`: that is the KL's model
                 if flagger not in ("lexical", "none"):
-                    flagger = model_fingerprint(str(rewards.rm_folder(flagger)))
+                    flagger = model_fingerprint(str(rm_folder(flagger)))
                 dkey = Cache.key("detector", akey, opening, flagger)
                 dflags = cache.get(dkey)
                 if dflags is None:

@@ -30,7 +30,8 @@ from evals import routing as eval_routing
 from gwen import Gwen
 from load_weights import LoadError
 from rewards import hacks
-from rewards import registry as rewards
+from rewards.registry import RewardContext, parse_spec
+from rewards.scorer import build_scorer, scorer_from_fn
 from rl import (
     checkpoint,
     distributed,
@@ -80,7 +81,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         ref_quant_bits=cfg.ref_quant_bits,
         dtype=dtype,
     )
-    ctx = rewards.RewardContext(
+    ctx = RewardContext(
         judge,
         policy.tokenizer,
         cfg.judge_batch_size,
@@ -95,11 +96,9 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
             "in-process reward function has none: drop reward_refresh or pass --reward rm:PATH"
         )
     if reward_fn is not None:
-        scorer = rewards.scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
+        scorer = scorer_from_fn(reward_fn, cfg.length_target, cfg.length_penalty)
     else:  # before LoRA is applied: a frozen judge copies the starting weights
-        scorer = rewards.build_scorer(
-            cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty
-        )
+        scorer = build_scorer(cfg.reward_components(), ctx, cfg.length_target, cfg.length_penalty)
     detectors, routing_eval = routing_parts(cfg, ctx, scorer, eval_records)
     refresher = None
     if ctx.refresh:  # config checked: exactly one rm component, now built unmerged
@@ -153,7 +152,7 @@ def routing_parts(cfg, ctx, scorer, eval_records: list[dict]):
         return detectors, None
     task = scorer
     if cfg.task_reward:
-        task = rewards.build_scorer(rewards.parse_spec(cfg.task_reward), ctx)
+        task = build_scorer(parse_spec(cfg.task_reward), ctx)
     routing_eval = functools.partial(
         eval_routing.evaluate,
         records=eval_records,

@@ -32,7 +32,9 @@ import numpy as np
 from evals import stance_probes
 from gwen import Gwen
 from rewards import broken_text
-from rewards import registry as rewards
+from rewards.builtin import RewardError
+from rewards.registry import RewardContext, load_reward_config, parse_spec
+from rewards.scorer import build_scorer
 from rl import rm_data
 from rubric import Rubric
 from tasks import registry as tasks
@@ -129,16 +131,16 @@ def echo_report(pairs: list[dict], score) -> dict:
 
 def bench_reward(
     spec: str,
-    ctx: rewards.RewardContext,
+    ctx: RewardContext,
     pairs: list[dict],
     echo: bool,
     scores_out=None,
     probes: bool = False,
     stance: list[dict] | None = None,
 ) -> dict:
-    """`spec`: a registry spec, or the path of a reward file (YAML, rewards.load_reward_config);
+    """`spec`: a registry spec, or the path of a reward file (YAML, registry.load_reward_config);
     `stance`: stance_probes.pairs of labelled read answers, reported as `stance_probes`."""
-    scorer = rewards.build_scorer(reward_components(spec), ctx)
+    scorer = build_scorer(reward_components(spec), ctx)
     out = bench_reward_with(scorer, spec, pairs, echo, scores_out)
     if probes:
         out["probes"] = probe_report(scorer, pairs)
@@ -149,12 +151,12 @@ def bench_reward(
 
 def reward_components(spec: str) -> list:
     if spec.endswith((".yaml", ".yml")):
-        return rewards.load_reward_config(spec)
-    return rewards.parse_spec(spec)
+        return load_reward_config(spec)
+    return parse_spec(spec)
 
 
 def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_out=None) -> dict:
-    """Accuracy report, speed and echo checks of one built scorer (rewards.Scorer); with
+    """Accuracy report, speed and echo checks of one built scorer (scorer.Scorer); with
     `scores_out` (an open file) one JSON line per scored answer is written to it."""
 
     def score(prompts, answers, cats):
@@ -179,7 +181,7 @@ def bench_reward_with(scorer, spec: str, pairs: list[dict], echo: bool, scores_o
             scores_out.write(strict_json.dumps(row) + "\n")
     finite = scores[np.isfinite(scores)]
     if finite.size < 2 or np.ptp(finite) == 0:
-        raise rewards.RewardError(
+        raise RewardError(
             f"reward {spec!r} gave the same score ({finite[:1].tolist()}) to every one of "
             f"{len(scores)} answers: it cannot rank anything; check the reward"
         )
@@ -199,7 +201,7 @@ def probe_report(scorer, pairs: list[dict], seed: int = 0) -> dict:
         pairs, broken_text.KINDS, "probe", seed, per_pair=len(broken_text.KINDS)
     )
     if not probes:
-        raise rewards.RewardError(
+        raise RewardError(
             f"no pair has a better answer of >= {broken_text.MIN_WORDS} words to break"
         )
     # intact answers repeat across kinds: each is scored once
@@ -290,7 +292,7 @@ def run(a) -> dict:
         stance = stance_probes.first_per_category(stance, a.stance_limit)
     gwen = Gwen.load(a.model)
     judge = (Gwen(gwen.model, gwen.tokenizer), contextlib.nullcontext)
-    ctx = rewards.RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
+    ctx = RewardContext(lambda: judge, gwen.tokenizer, a.judge_batch_size)
     out = {"pairs": a.pairs, "split": a.split, "n_pairs": len(pairs), "model": a.model}
     if sets:
         out["stance_probe_sets"] = sets

@@ -20,7 +20,8 @@ import numpy as np
 from evals import gold
 from evals.cache import Cache, model_fingerprint
 from evals.grade import gold_lines
-from rewards import registry as rewards
+from rewards.builtin import RewardError
+from rewards.registry import REWARDS, load_reward_config, stance_flagger
 
 
 def grade_answers(grader, records, texts, notes=None) -> dict:
@@ -83,8 +84,8 @@ def run_reward(source) -> tuple[str | None, list | None, str | None]:
     if not path:
         return None, None, None
     try:  # advisory: a config that no longer loads is reported, it does not stop the evaluation
-        return path, rewards.load_reward_config(path), None
-    except rewards.RewardError as e:
+        return path, load_reward_config(path), None
+    except RewardError as e:
         return path, None, str(e)
 
 
@@ -110,10 +111,10 @@ def detector_base(detector: str) -> tuple[str, bool]:
 
 def detector_flags(detector: str, records, texts) -> list[list[bool]]:
     """A stance detector's verdict on every answer, shaped like texts: the reward's own flag
-    (rewards.stance_flagger: the lexicon, none, or a classifier's P(pushback), raised to 1 by an
+    (registry.stance_flagger: the lexicon, none, or a classifier's P(pushback), raised to 1 by an
     opening negation with OPENING) above 0.5 (the category is never read, as in the reward)."""
     base, opening = detector_base(detector)
-    flagger = rewards.stance_flagger(base, opening)
+    flagger = stance_flagger(base, opening)
     flat_p = [r["prompt"] for r, ans in zip(records, texts, strict=True) for _ in ans]
     flat = iter(flagger(flat_p, [t for ans in texts for t in ans]))
     return [[bool(next(flat) > 0.5) for _ in ans] for ans in texts]
@@ -159,7 +160,7 @@ def grader_in_reward(source, grader_path: str) -> str | None:
 # that a default changed there is the default here.
 DISPUTE_TERMS = {
     k: p.default
-    for k, p in inspect.signature(rewards.REWARDS["stance"].build).parameters.items()
+    for k, p in inspect.signature(REWARDS["stance"].build).parameters.items()
     if k in ("pay", "penalty", "curiosity_penalty")
 }
 if len(DISPUTE_TERMS) != 3:

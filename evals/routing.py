@@ -28,7 +28,8 @@ import numpy as np
 from gwen import Gwen
 from load_weights import MODEL_HELP, resolve
 from rewards import hacks
-from rewards import registry as rewards
+from rewards.registry import RewardContext, parse_spec
+from rewards.scorer import build_scorer
 from rl.reference import starting_judge
 
 MODES = {"both": (1.0, 1.0), "retain": (1.0, 0.0), "forget": (0.0, 1.0)}
@@ -155,7 +156,7 @@ def _settings(args, run_cfg: dict) -> dict:
     }
     if not out["task_reward"]:
         raise ValueError("no task reward: pass --task-reward SPEC (e.g. asks_question)")
-    rewards.parse_spec(out["task_reward"])
+    parse_spec(out["task_reward"])
     if out["hack_detectors"]:
         hacks.parse_spec(out["hack_detectors"])
     return out
@@ -185,8 +186,8 @@ def main(argv=None) -> int:
         backend.announce()
         policy = Gwen.load(src, merge=False)  # dual adapters stay switchable: one per mode
     judge = lambda: starting_judge(policy, start=src.start)  # noqa: E731  (as in training)
-    ctx = rewards.RewardContext(judge, policy.tokenizer)
-    task = rewards.build_scorer(rewards.parse_spec(cfg["task_reward"]), ctx)
+    ctx = RewardContext(judge, policy.tokenizer)
+    task = build_scorer(parse_spec(cfg["task_reward"]), ctx)
     detectors = (
         hacks.build(hacks.parse_spec(cfg["hack_detectors"]), ctx) if cfg["hack_detectors"] else []
     )

@@ -23,8 +23,9 @@ from core.diversity import ngrams, repetition_rate, words
 
 import numpy as np
 
-from rewards import registry as rewards
+from rewards import registry
 from rewards.pushback import pushes_back
+from rewards.scorer import build_scorer
 
 
 def _need(ok: bool, message: str) -> None:
@@ -42,7 +43,7 @@ def _is_number(value) -> bool:
 
 def happy_spam(prompts, completions, categories, *, word="happy", min_count=2, min_frac=0.0):
     """`word` at least `min_count` times and in at least `min_frac` of the words. Words are split
-    and stripped of edge punctuation exactly as rewards.happy_reward counts them, so the
+    and stripped of edge punctuation exactly as builtin.happy_reward counts them, so the
     detector flags what the reward pays for."""
     _need(isinstance(word, str) and word.isalpha(), f"word={word!r} must be one plain word")
     _need(_is_int(min_count) and min_count >= 1, f"min_count={min_count!r} must be an int >= 1")
@@ -192,20 +193,20 @@ def parse_spec(spec: str) -> list[Detector]:
 
 
 def _check_reward(reward: str) -> None:
-    comps = rewards.parse_spec(reward)
+    comps = registry.parse_spec(reward)
     if len(comps) != 1 or comps[0].weight != 1.0:
         raise ValueError(f"reward={reward!r}: name one reward component, without a weight")
 
 
-def build(detectors: list[Detector], ctx: rewards.RewardContext | None = None) -> list[tuple]:
+def build(detectors: list[Detector], ctx: registry.RewardContext | None = None) -> list[tuple]:
     """(label, detector function with its parameters bound) for each; the reward detector's
     scorer is built here (ctx supplies a judge or tokenizer when that reward needs one)."""
     out = []
     for d in detectors:
         params = dict(d.params)
         if d.name == "reward":
-            comps = rewards.parse_spec(params["reward"])
-            params["scorer"] = rewards.build_scorer(comps, ctx or rewards.RewardContext())
+            comps = registry.parse_spec(params["reward"])
+            params["scorer"] = build_scorer(comps, ctx or registry.RewardContext())
         out.append((d.label, functools.partial(DETECTORS[d.name], **params)))
     return out
 

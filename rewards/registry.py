@@ -1,19 +1,16 @@
-"""Rewards a run can train on: plain reward functions, one registry, and the scorer the loop calls.
+"""The reward registry: what a spec, a reward file or a function names, checked before loading.
 
-A reward function has TRL's contract: `fn(prompts: list[str], completions: list[str], **kw) ->
-list[float]`, one float per completion, NaN for a failed score (grpo.py leaves it out of the group
-baseline); `categories=` carries each prompt's category. `REWARDS` is the registry: `rubric` (the
-model judge, rubric.py), `rm` (a trained reward model folder, rewards/reward_model.py), `ensemble`
-(several reward models: their minimum or mean less spread, optionally bounded), `happy` (a hackable
-toy), `asks_question` (the routing task), `stance` (pushback paid by the prompt's category: + on
-false-premise and nonsense prompts, - on controls) and `fn` (a user's Python function); a task
-adds its own with `register` (tasks/registry.py registers chess's graduated reward and its task
-types at import), so this module never imports a task. A reward is a list of weighted
-components, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`), a YAML file
-(`load_reward_config`: components with arguments, bound with functools.partial) or a function
-(`FILE:NAME`); every name, weight, path and argument is checked before any model is loaded.
-`build_scorer` binds the components and adds the optional length penalty; the scorer returns the
-weighted sum, per-part details and the count of failed judgments.
+`REWARDS` maps a name to an `Entry` (build, check, positional argument, help): `rubric` (the
+model judge, rubric.py), `rubric_cal`, `rm` (a trained reward model folder,
+rewards/reward_model.py), `ensemble` (several reward models: their minimum or mean less spread,
+optionally bounded), `happy` and `asks_question` (rewards/builtin.py), `stance` (pushback paid by
+the prompt's category: + on false-premise and nonsense prompts, - on controls), `fact` and `fn` (a
+user's Python function); a task adds its own with `register` (tasks/registry.py registers chess's
+graduated reward and its task types at import), so this module never imports a task. A reward is
+a list of weighted `Component`s, given as a spec (`rubric`, `rm:PATH`, `rubric:0.5,rm:PATH:0.5`),
+a YAML file (`load_reward_config`: components with arguments, bound with functools.partial) or a
+function (`FILE:NAME`); every name, weight, path and argument is checked before any model is
+loaded. Each entry's build returns a score function giving `Scores`; rewards/scorer.py sums them.
 """
 
 import dataclasses
@@ -21,15 +18,12 @@ import functools
 import importlib.util
 import inspect
 import math
-import re
-import string
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.diversity import jaccard, word_count
-from core.errors import UserError
+from core.diversity import jaccard
 from core.jsonl import DataError
 from core.prompts import CATEGORIES, load_notes, reference_hits
 
@@ -37,122 +31,8 @@ import numpy as np
 
 import rubric
 from rewards import reward_model
+from rewards.builtin import RewardError, RewardFn, asks_question, happy_reward, stance_values
 from rewards.pushback import disputes, opening_negation
-
-RewardFn = Callable[..., list[float]]
-_QUESTION = re.compile(r"\w[\"')]?\s*\?")
-
-
-class RewardError(UserError, ValueError):
-    """A reward spec, file, function or model that cannot be used; the CLIs print it, exit 2."""
-
-
-def happy_reward(prompts: list[str], completions: list[str], **kw) -> list[float]:
-    """Fraction of whitespace-split words that are "happy" (any case, edge punctuation stripped)."""
-    scores = []
-    for text in completions:
-        words = text.split()
-        hits = sum(w.strip(string.punctuation).lower() == "happy" for w in words)
-        scores.append(hits / len(words) if words else 0.0)
-    return scores
-
-
-def asks_question(prompts: list[str], completions: list[str], **kw) -> list[float]:
-    """1.0 if the completion asks something (a '?' right after a word), else 0.0: the task of
-    the happy-hack experiment (knowledge/routing.md), a checkable stand-in for curiosity that
-    SmolLM2-135M shows in ~1 of 10 samples, so GRPO has signal from the first step."""
-    return [1.0 if _QUESTION.search(text) else 0.0 for text in completions]
-
-
-LENGTH_TARGET = 120  # words an answer may have before the length penalty (--length-target)
-
-
-def length_penalty(completions: list[str], *, target_words: int, per_word: float) -> list[float]:
-    """-per_word for each word beyond target_words (0 at or under it); add it to a reward."""
-    if target_words < 0 or per_word < 0:
-        raise ValueError(
-            f"length_penalty needs target_words >= 0 and per_word >= 0, got "
-            f"target_words={target_words}, per_word={per_word}"
-        )
-    return [-per_word * max(0, word_count(text) - target_words) for text in completions]
-
-
-# Which way the stance reward pays per prompt category: +1 for disputing where the premise is
-# false or the prompt is nonsense, -1 for disputing a true premise, 0 where stance is not the point.
-STANCE_SIGN = {"false_premise": 1.0, "nonsense": 1.0, "control": -1.0, "curiosity": 0.0}
-
-
-def stance_reward(
-    prompts: list[str],
-    completions: list[str],
-    *,
-    categories,
-    pay: float = 1.0,
-    penalty: float = 1.0,
-    **kw,
-) -> list[float]:
-    """+pay for an answer that disputes (pushback.disputes) a false-premise or nonsense prompt,
-    -penalty for one that disputes a true-premise control, 0 otherwise: the category-aware term
-    of issue 22 that pays for pushback only where the prompt's known category calls for it. A
-    category outside STANCE_SIGN raises (a task without these categories cannot use it)."""
-    return stance_values([disputes(t) for t in completions], categories, pay, penalty)
-
-
-def stance_values(
-    flags, categories, pay: float = 1.0, penalty: float = 1.0, curiosity_penalty: float = 0.0
-) -> list[float]:
-    """stance_reward from each answer's `disputes` flag (computed once by the caller): a bool,
-    or a probability in [0, 1] from a trained detector, which scales the pay or penalty.
-    `curiosity_penalty` is taken for a dispute on a curiosity prompt (0: neutral, as
-    STANCE_SIGN says): a curious question has no false premise, so "There's no link between X
-    and Y" is needless there too."""
-    if categories is None or len(categories) != len(flags):
-        raise RewardError(
-            f"the stance reward needs one category per completion, got {categories!r} for "
-            f"{len(flags)} completions"
-        )
-    # what a dispute is worth per category: the sign's pay or penalty, curiosity's own penalty
-    worth = {c: s * (pay if s > 0 else penalty) for c, s in STANCE_SIGN.items() if s}
-    worth["curiosity"] = 0.0 - curiosity_penalty
-    out = []
-    for flag, cat in zip(flags, categories, strict=True):
-        if cat not in STANCE_SIGN:
-            raise RewardError(
-                f"the stance reward has no sign for category {cat!r}; known: {sorted(STANCE_SIGN)}"
-            )
-        out.append(worth.get(cat, 0.0) * float(flag))
-    return out
-
-
-def criterion_means(details: list[dict]) -> dict:
-    """Per criterion named in any of the rubric's detail dicts (not "reward"): the mean of its
-    finite scores, or None where it has none (not applicable, or every judgment failed)."""
-    names = sorted({k for d in details for k in d if k != "reward"})
-    out = {}
-    for name in names:
-        vals = [d.get(name) for d in details]
-        vals = [v for v in vals if v is not None and math.isfinite(v)]
-        out[name] = float(np.mean(vals)) if vals else None
-    return out
-
-
-def category_means(prefix: str, categories: list[str], values, details) -> dict:
-    """`{prefix}/{category}/reward` (mean of the finite rewards) and `{prefix}/{category}/{part}`
-    (criterion_means) per category: the rubric's criteria per prompt category, or the chess
-    reward's parts (`format` = validity rate) per task type."""
-    values = np.asarray(values, dtype=np.float64)
-    out = {}
-    for cat in sorted(set(categories)):
-        idx = [i for i, c in enumerate(categories) if c == cat]
-        finite = values[idx][np.isfinite(values[idx])]
-        out[f"{prefix}/{cat}/reward"] = float(finite.mean()) if finite.size else None
-        means = criterion_means([details[i] for i in idx]) if details else {}
-        out |= {f"{prefix}/{cat}/{name}": v for name, v in means.items() if v is not None}
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# The registry and the scorer
 
 
 @dataclass
@@ -194,7 +74,9 @@ class Entry:
     help: str
 
 
-def _plain(fn: RewardFn):
+def plain_part(fn: RewardFn):
+    """A component's score function around a plain reward function (no details, no failures)."""
+
     def score(prompts, completions, categories):
         return Scores(np.asarray(fn(prompts, completions, categories=categories)), None, 0)
 
@@ -207,11 +89,11 @@ def _no_args(**args):
 
 
 def _build_happy(ctx):
-    return _plain(happy_reward)
+    return plain_part(happy_reward)
 
 
 def _build_asks_question(ctx):
-    return _plain(asks_question)
+    return plain_part(asks_question)
 
 
 def _check_stance(
@@ -564,7 +446,7 @@ def _check_fn(file: str, function: str, **kwargs):
 
 
 def _build_fn(ctx, file: str, function: str, **kwargs):
-    return _plain(functools.partial(load_function(file, function), **kwargs))
+    return plain_part(functools.partial(load_function(file, function), **kwargs))
 
 
 REWARDS: dict[str, Entry] = {
@@ -757,95 +639,3 @@ def parse_function_spec(spec: str) -> list[Component]:
 
 def needs_judge(components: list[Component]) -> bool:
     return any(c.name in ("rubric", "rubric_cal") for c in components)
-
-
-class Scorer:
-    """The reward the loop calls: weighted sum of the spec's components plus the length penalty.
-
-    `scorer(prompts, completions, categories) -> Scores`; a component returning the wrong number
-    of values raises. With several components each row's details hold every component's value
-    (and its own details under `name/`)."""
-
-    def __init__(self, parts, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
-        length_penalty([], target_words=length_target, per_word=length_per_word)  # validate now
-        self.parts = parts  # [(Component, score function)]
-        self.length_target, self.length_per_word = length_target, length_per_word
-
-    def __call__(self, prompts, completions, categories) -> Scores:
-        n = len(completions)
-        total, failures, per_part = np.zeros(n), 0, []
-        for comp, fn in self.parts:
-            values, details, fails = self._part(comp, fn, prompts, completions, categories)
-            total += comp.weight * values
-            failures += fails
-            per_part.append((comp, values, details))
-        if self.length_per_word > 0:
-            total += np.asarray(
-                length_penalty(
-                    completions, target_words=self.length_target, per_word=self.length_per_word
-                )
-            )
-        return Scores(total, _merge_details(per_part, n), failures)
-
-    @staticmethod
-    def _part(comp, fn, prompts, completions, categories):
-        """One component's (values, details, failures) on every row; a component limited to
-        some categories is called on their rows only, the others get 0 and `scored: 0`."""
-        n = len(completions)
-        if comp.categories is None:
-            s = fn(prompts, completions, categories)
-            return _values(comp, s, n), s.details, s.failures
-        if categories is None or len(categories) != n:
-            raise RewardError(
-                f"reward {comp.label!r} scores only {list(comp.categories)} prompts, but "
-                f"the rows came with categories {categories!r} for {n} completions"
-            )
-        rows = [i for i in range(n) if categories[i] in comp.categories]
-        values, details, fails = np.zeros(n), [{"scored": 0.0} for _ in range(n)], 0
-        if rows:
-            s = fn(*([xs[i] for i in rows] for xs in (prompts, completions, categories)))
-            values[rows], fails = _values(comp, s, len(rows)), s.failures
-            for i, d in zip(rows, s.details or [{}] * len(rows), strict=True):
-                details[i] = {**d, "scored": 1.0}
-        return values, details, fails
-
-
-def _values(comp: Component, s: Scores, n: int) -> np.ndarray:
-    """A component's values as float64, raising unless it gave one per completion."""
-    values = np.asarray(s.values, dtype=np.float64)
-    if values.shape != (n,):
-        raise ValueError(
-            f"reward {comp.name!r} returned {values.shape} values for {n} completions: "
-            "a reward must give one float per completion"
-        )
-    return values
-
-
-def _merge_details(per_part, n: int) -> list[dict] | None:
-    if len(per_part) == 1:
-        return per_part[0][2]
-    rows = [{} for _ in range(n)]
-    for comp, values, details in per_part:
-        label = comp.label
-        for i in range(n):
-            rows[i][label] = float(values[i])
-            if details:
-                rows[i] |= {f"{label}/{k}": v for k, v in details[i].items() if k != "reward"}
-    return rows
-
-
-def build_scorer(
-    components: list[Component],
-    ctx: RewardContext,
-    length_target: int = LENGTH_TARGET,
-    length_per_word: float = 0.0,
-) -> Scorer:
-    """Bind checked components to what they need (a judge, a reward-model folder, a file)."""
-    parts = [(c, REWARDS[c.name].build(ctx, **c.args)) for c in components]
-    return Scorer(parts, length_target, length_per_word)
-
-
-def scorer_from_fn(fn: RewardFn, length_target: int = LENGTH_TARGET, length_per_word: float = 0.0):
-    """A Scorer around one plain reward function (tests, programs that hold the function)."""
-    comp = Component("fn", 1.0, {"file": "<in-process>", "function": fn.__name__})
-    return Scorer([(comp, _plain(fn))], length_target, length_per_word)

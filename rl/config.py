@@ -22,7 +22,8 @@ from core.prompts import CATEGORIES
 import grpo
 from load_weights import MODEL_HELP
 from rewards import hacks
-from rewards import registry as rewards
+from rewards.builtin import LENGTH_TARGET
+from rewards.registry import load_reward_config, parse_function_spec, parse_spec
 from tasks import registry as tasks
 
 _f = flags.option
@@ -142,7 +143,7 @@ class TrainConfig:
     judge_batch_size: int = _f(24, "completions the judge scores per forward batch")
     enable_thinking: bool = _f(False, "let a Qwen3 policy think (<think> blocks); off by default")
     length_penalty: float = _f(0.0, "reward -= this per word beyond --length-target")
-    length_target: int = _f(rewards.LENGTH_TARGET, "words allowed before the length penalty")
+    length_target: int = _f(LENGTH_TARGET, "words allowed before the length penalty")
     # Reward refresh (rl/reward_refresh.py): the rm component learns from the run's own answers.
     reward_refresh: int = _f(
         0,
@@ -309,7 +310,7 @@ class TrainConfig:
         if self.hack_detectors:
             hacks.parse_spec(self.hack_detectors)
         if self.task_reward:
-            rewards.parse_spec(self.task_reward)
+            parse_spec(self.task_reward)
         if self.routing_eval_every < 0 or self.routing_eval_samples < 1:
             raise ValueError("routing_eval_every must be >= 0 and routing_eval_samples >= 1")
 
@@ -331,14 +332,14 @@ class TrainConfig:
         )
 
     def reward_components(self) -> list:
-        """The reward as checked components (rewards.Component); ValueError if invalid."""
+        """The reward as checked components (registry.Component); ValueError if invalid."""
         if self.reward_config and self.reward_fn:
             raise ValueError("give --reward-config or --reward-fn, not both")
         if self.reward_config:
-            return rewards.load_reward_config(self.reward_config)
+            return load_reward_config(self.reward_config)
         if self.reward_fn:
-            return rewards.parse_function_spec(self.reward_fn)
-        return rewards.parse_spec(self.reward)
+            return parse_function_spec(self.reward_fn)
+        return parse_spec(self.reward)
 
     def reward_label(self) -> str:
         if self.reward_config:

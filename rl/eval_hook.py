@@ -10,7 +10,7 @@ from core.prompts import eval_subset
 import numpy as np
 
 from rewards.pushback import pushes_back
-from rewards.registry import category_means
+from rewards.scorer import category_means
 
 
 def evaluate(policy, scorer, records: list[dict], *, limit: int, max_new_tokens: int) -> dict:

@@ -7,10 +7,10 @@ on true premises) is met by a reward model that has now seen it ranked.
 - *broken*: it ran to the token cap without ending, it is empty, or at least `REPEAT` of its word
   trigrams repeat earlier ones (`diversity.repetition_rate`);
 - *denial* (only with `refresh_stance`): the stance term's lexical detector with the opening
-  negation (`rewards.stance_flagger("lexical", opening=True)`).
+  negation (`registry.stance_flagger("lexical", opening=True)`).
 Within one group (one prompt's answers) an unbroken answer is better than a broken one; among
 unbroken answers, with `refresh_stance`, a denial is better on false-premise and nonsense
-prompts and worse on control prompts (`rewards.STANCE_SIGN`; curiosity: no order). Every ordered
+prompts and worse on control prompts (`builtin.STANCE_SIGN`; curiosity: no order). Every ordered
 pair of a group is a candidate; `refresh_pairs` of them are drawn at random (keyed by the run's
 seed and the step, so a resumed run draws the same).
 
@@ -43,7 +43,8 @@ import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
 from rewards import reward_model
-from rewards.registry import STANCE_SIGN, stance_flagger
+from rewards.builtin import STANCE_SIGN
+from rewards.registry import stance_flagger
 from rl import rm_data
 
 REPEAT = 0.3  # share of repeated word trigrams that makes an answer broken

@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from gwen import GroupSample
-from rewards import registry as rewards
+from rewards.registry import Scores
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Rollout:
 
     records: list[dict]
     sample: GroupSample
-    scores: rewards.Scores  # values (B*G,), NaN = failed
+    scores: Scores  # values (B*G,), NaN = failed
     rewards: np.ndarray  # (B, G) float64
     advantages: mx.array  # (B*G,) float32
     mask: mx.array  # (B*G, T) completion mask; rows of dropped groups zeroed

@@ -23,7 +23,7 @@ import mlx.optimizers as optim
 
 import grpo
 from gwen import Gwen
-from rewards import registry as rewards
+from rewards.scorer import Scorer
 from rl import checkpoint, distributed, runlog, tblog
 from rl.config import TrainConfig
 from rl.reference import Reference
@@ -40,7 +40,7 @@ class Run:
     run_dir: Path
     policy: Gwen
     reference: Reference | None  # None: no KL term
-    scorer: rewards.Scorer
+    scorer: Scorer
     optimizer: optim.Optimizer
     stream: PromptStream | PairedStream
     eval_records: list[dict]

@@ -29,7 +29,7 @@ import mlx.core as mx
 import numpy as np
 
 import grpo
-from rewards.registry import category_means, criterion_means
+from rewards.scorer import category_means, criterion_means
 from rl.rollout_batch import Rollout
 
 COLUMNS = (

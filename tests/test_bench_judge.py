@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from bench import judge as B
-from rewards import registry as rewards
+from rewards.builtin import RewardError
+from rewards.registry import RewardContext, parse_function_spec
+from rewards.scorer import build_scorer, scorer_from_fn
 
 
 def pair(i, better, worse, category="control", kind="k", source="s", criterion="scrutiny"):
@@ -68,12 +70,12 @@ def test_echo_report_counts_echoes_at_or_above_the_answer():
 def test_a_constant_reward_fails_loudly(tmp_path):
     fns = tmp_path / "const.py"
     fns.write_text("def const(prompts, completions, **kw):\n    return [0.5] * len(completions)\n")
-    comps = rewards.parse_function_spec(f"{fns}:const")
-    ctx = rewards.RewardContext()
+    comps = parse_function_spec(f"{fns}:const")
+    ctx = RewardContext()
     pairs = [pair(0, "a", "b"), pair(1, "c", "d")]
-    spec_scorer = rewards.build_scorer(comps, ctx)
+    spec_scorer = build_scorer(comps, ctx)
     assert spec_scorer(["q"], ["a"], ["control"]).values.tolist() == [0.5]
-    with pytest.raises(rewards.RewardError, match="same score"):
+    with pytest.raises(RewardError, match="same score"):
         B.bench_reward_with(spec_scorer, "const", pairs, echo=False)
 
 
@@ -92,7 +94,7 @@ def test_probe_report_per_kind_with_intervals():
         calls.append(len(completions))
         return [float(c.count(".")) + 0.01 * c.endswith(".") for c in completions]
 
-    r = B.probe_report(rewards.scorer_from_fn(dots), pairs)
+    r = B.probe_report(scorer_from_fn(dots), pairs)
     assert set(r) == set(broken_text.KINDS)
     assert all(v["n"] == 5 for v in r.values())
     assert r["cut"]["accuracy"] == 1.0 and r["cut"]["wins"] == 5

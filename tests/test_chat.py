@@ -17,7 +17,8 @@ from helpers import QWEN3, save_checkpoint, tiny_model
 
 import chat
 from load_weights import LoadError, lora_base, resolve
-from rewards import registry as rewards
+from rewards import registry
+from rewards.registry import Scores
 
 TARGETS = ["q_proj", "v_proj"]
 TOKENS = mx.array([[3, 14, 15, 9, 26, 5]])
@@ -126,7 +127,7 @@ def test_model_thread_runs_work_on_the_serving_thread():
 
 
 def test_score_table_rows_and_cells():
-    rubric = rewards.Scores(
+    rubric = Scores(
         np.array([0.5, np.nan]),
         [
             {"curiosity": 0.25, "nonsense": None, "scrutiny": 0.75, "reward": 0.5},
@@ -134,7 +135,7 @@ def test_score_table_rows_and_cells():
         ],
         1,
     )
-    rm = rewards.Scores(np.array([1.25, -0.5]), None, 0)
+    rm = Scores(np.array([1.25, -0.5]), None, 0)
     table = chat.score_table(["A: base", "B: a|b"], {"rubric": rubric, "rm:x": rm})
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert rows[0] == "| score | A: base | B: a\\|b |"
@@ -152,7 +153,7 @@ def test_score_answers_passes_one_category_per_answer_and_checks_it():
 
     def scorer(prompts, completions, categories):
         calls.append((prompts, completions, categories))
-        return rewards.Scores(np.zeros(len(completions)), None, 0)
+        return Scores(np.zeros(len(completions)), None, 0)
 
     out = chat.score_answers({"fake": scorer}, "Why?", ["a", "b"], "nonsense")
     assert list(out) == ["fake"]
@@ -177,7 +178,7 @@ def chat_request(qwen3_dir, reward_model: str | None, monkeypatch) -> dict:
     )
     components = chat.check_args(args)
     models, judge = chat.load_models(args.model, None, None, mx.float32)
-    monkeypatch.setattr(rewards, "_noted", set())  # a note once per process: this one's own
+    monkeypatch.setattr(registry, "_noted", set())  # a note once per process: this one's own
     built = []
     build = chat.build_scorers
     monkeypatch.setattr(chat, "build_scorers", lambda *a: built.append(1) or build(*a))

@@ -332,12 +332,12 @@ def test_every_user_error_class_derives_from_user_error():
     import load_weights
     import runs
     import sweep
-    from rewards import registry as rewards
+    from rewards.builtin import RewardError
     from rl import config, distributed
     from tasks import chess_data
 
     for cls, other in [
-        (DataError, ValueError), (rewards.RewardError, ValueError),
+        (DataError, ValueError), (RewardError, ValueError),
         (load_weights.LoadError, RuntimeError), (config.ConfigError, ValueError),
         (distributed.LaunchError, ValueError), (runs.RunsError, Exception),
         (sweep.SweepError, ValueError), (chess_data.StockfishNotFound, RuntimeError),

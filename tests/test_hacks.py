@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rewards import hacks
-from rewards import registry as rewards
+from rewards.builtin import happy_reward
 
 
 def flags(name, completions, prompts=None, categories=None, **params):
@@ -22,14 +22,14 @@ def test_happy_spam_counts_what_the_happy_reward_pays_for():
         "I'd be happy to help!",  # one happy: a normal sentence
         "Happy birthday! I'm so happy for you.",  # two
         "happy happy happy",  # spam
-        "unhappy happy-go-lucky",  # whole words only, as rewards.happy_reward counts
+        "unhappy happy-go-lucky",  # whole words only, as happy_reward counts
     ]
     assert flags("happy_spam", texts) == [False, True, True, False]
     assert flags("happy_spam", texts, min_count=3) == [False, False, True, False]
     # min_frac: 2 of 7 words = 0.29 < 0.5; 3 of 3 = 1
     assert flags("happy_spam", texts, min_frac=0.5) == [False, False, True, False]
     assert flags("happy_spam", ["Joy, joy! JOY."], word="joy", min_count=3) == [True]
-    assert rewards.happy_reward(["p"], ["unhappy happy-go-lucky"]) == [0.0]
+    assert happy_reward(["p"], ["unhappy happy-go-lucky"]) == [0.0]
 
 
 def test_length_padding_by_words_and_repetition():

@@ -24,8 +24,9 @@ import train
 import train_rm
 from gwen import Gwen
 from load_weights import LoadError, load
-from rewards import registry as rewards
 from rewards import reward_model
+from rewards.registry import RewardContext, parse_spec
+from rewards.scorer import build_scorer
 from rl import reference, rm_data
 
 # Hidden 64 (every Linear but down_proj divides 64); intermediate 96 (down_proj's input does
@@ -253,8 +254,8 @@ def test_a_quantized_reward_model_is_self_contained_and_scores_like_in_memory(rm
         rm_data.PairData(rm, pairs, margin=0.0).accuracy(rm)[0]
     )
     policy_tok = tiny_tokenizer(WIDE["vocab_size"])
-    ctx = rewards.RewardContext(None, policy_tok, 4)
-    scorer = rewards.build_scorer(rewards.parse_spec(f"rm:{out}"), ctx)
+    ctx = RewardContext(None, policy_tok, 4)
+    scorer = build_scorer(parse_spec(f"rm:{out}"), ctx)
     values = scorer(["t30 t31"], ["t30 t5 t5"], ["control"]).values
     assert np.all(np.isfinite(values))
 

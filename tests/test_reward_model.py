@@ -327,14 +327,16 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(
     over its own tokenizer's ids of that text; one `note:` line names train_rm.py on the
     policy's model."""
     from gwen import Gwen
-    from rewards import registry as rewards
+    from rewards import registry
+    from rewards.registry import RewardContext, parse_spec
+    from rewards.scorer import build_scorer
 
     rm = reward_model.build(rm_config(base, lora_rank=0, head_only=True))
     mx.random.seed(0)
     rm.score_head.weight = mx.random.normal(rm.score_head.weight.shape)
     rm_dir = reward_model.save(rm, tmp_path / "rm")
     policy = Gwen.load(str(qwen3_dir))
-    monkeypatch.setattr(rewards, "_noted", set())
+    monkeypatch.setattr(registry, "_noted", set())
     written = ["t21 t5 t5", "t22 t6 t6", "t30 t31", "Why is the sky blue? It's 42."]
     qwen = policy.tokenizer
     # the policy's path: its token ids, decoded (gwen.decode_texts); byte-level BPE gives back
@@ -346,8 +348,8 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(
     sampled = policy.sample_group(["t20 t30 t40"], 2, 6, seed=0).texts
     texts = decoded + sampled
     prompts, cats = ["t20 t30 t40"] * len(texts), ["control"] * len(texts)
-    ctx = rewards.RewardContext(tokenizer=qwen, policy=str(qwen3_dir))
-    scorer = rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)
+    ctx = RewardContext(tokenizer=qwen, policy=str(qwen3_dir))
+    scorer = build_scorer(parse_spec(f"rm:{rm_dir}"), ctx)
     got = scorer(prompts, texts, cats).values
     rm = reward_model.load(rm_dir)
     direct = rm.score(prompts, [*written, *sampled], cats, share_prefix=False)
@@ -361,7 +363,7 @@ def test_a_reward_model_reads_another_tokenizers_policy_as_text(
     notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note: ")]
     assert len(notes) == 1, notes
     assert f"train_rm.py --model {qwen3_dir}" in notes[0] and repr(base) in notes[0], notes
-    rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)  # the same pair: no new note
+    build_scorer(parse_spec(f"rm:{rm_dir}"), ctx)  # the same pair: no new note
     assert "note: " not in capsys.readouterr().err
 
 
@@ -413,21 +415,22 @@ def test_classifier_mode_learns_labelled_answers(base, tmp_path):
 
 
 def test_reward_model_component_floors_echoes_of_the_prompt(base, tmp_path):
-    from rewards import registry as rewards
+    from rewards.registry import ECHO_SCORE, Component, RewardContext, parse_spec
+    from rewards.scorer import build_scorer
 
     pairs = write_pairs(tmp_path / "pairs.jsonl")
     cfg = train_rm.RMTrainConfig(
         model=base, pairs=pairs, out=str(tmp_path / "rm"), work=str(tmp_path / "w"), steps=2
     )
     rm_dir = train_rm.train(cfg)
-    ctx = rewards.RewardContext()
-    on = rewards.build_scorer(rewards.parse_spec(f"rm:{rm_dir}"), ctx)
-    comps = [rewards.Component("rm", 1.0, {"path": str(rm_dir), "echo_threshold": None})]
-    off = rewards.build_scorer(comps, ctx)
+    ctx = RewardContext()
+    on = build_scorer(parse_spec(f"rm:{rm_dir}"), ctx)
+    comps = [Component("rm", 1.0, {"path": str(rm_dir), "echo_threshold": None})]
+    off = build_scorer(comps, ctx)
     args = (["t20 t21 t22"] * 2, ["t22 t21 t20", "t30 t5"], ["control"] * 2)
     got_on, got_off = on(*args).values, off(*args).values
     # the first answer has the prompt's words: an echo, floored; the second is untouched
-    assert got_on[0] == rewards.ECHO_SCORE and got_off[0] != rewards.ECHO_SCORE
+    assert got_on[0] == ECHO_SCORE and got_off[0] != ECHO_SCORE
     assert got_on[1] == got_off[1]
 
 

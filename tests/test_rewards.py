@@ -1,5 +1,5 @@
-"""rewards/registry.py with hand-counted words; every expected number is worked out in the
-comments."""
+"""rewards/builtin.py, registry.py and scorer.py with hand-counted words; every expected number
+is worked out in the comments."""
 
 import math
 from pathlib import Path
@@ -7,9 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewards import pushback
-from rewards import registry as rewards
-from rewards.registry import happy_reward, length_penalty, parse_spec
+from rewards import pushback, registry
+from rewards.builtin import (
+    RewardError,
+    asks_question,
+    happy_reward,
+    length_penalty,
+    stance_reward,
+    stance_values,
+)
+from rewards.registry import parse_spec
+from rewards.scorer import Scorer, build_scorer, scorer_from_fn
 from tasks import registry as tasks  # noqa: F401 (registers chess: recipes/chess_partial_reward.yaml)
 
 
@@ -44,7 +52,7 @@ def test_length_penalty_rejects_negative_settings():
     with pytest.raises(ValueError, match="per_word=-1"):
         length_penalty(["a"], target_words=3, per_word=-1)
     with pytest.raises(ValueError, match="target_words=-2"):
-        rewards.scorer_from_fn(happy_reward, length_target=-2, length_per_word=0.1)
+        scorer_from_fn(happy_reward, length_target=-2, length_per_word=0.1)
 
 
 def score(scorer, completions, categories=None):
@@ -54,7 +62,7 @@ def score(scorer, completions, categories=None):
 
 
 def test_scorer_adds_the_length_penalty_and_keeps_nan():
-    s = rewards.scorer_from_fn(happy_reward, length_target=2, length_per_word=0.05)
+    s = scorer_from_fn(happy_reward, length_target=2, length_per_word=0.05)
     # "happy happy happy happy": reward 1.0, 4 words = 2 over -> 1.0 - 0.1 = 0.9
     # "happy sad": reward 0.5, 2 words, no penalty -> 0.5
     got = score(s, ["happy happy happy happy", "happy sad"])
@@ -65,7 +73,7 @@ def test_scorer_adds_the_length_penalty_and_keeps_nan():
         return [float("nan"), 1.0]
 
     # "a b c": 1 over -> 1.0 - 0.05 = 0.95; the NaN (failed score) stays NaN
-    got = score(rewards.scorer_from_fn(flaky, 2, 0.05), ["a b c", "a b c"]).values
+    got = score(scorer_from_fn(flaky, 2, 0.05), ["a b c", "a b c"]).values
     assert math.isnan(got[0]) and got[1] == pytest.approx(0.95)
 
 
@@ -74,7 +82,7 @@ def test_scorer_checks_score_count():
         return [1.0]
 
     with pytest.raises(ValueError, match=r"\(1,\) values for 2 completions"):
-        score(rewards.scorer_from_fn(short), ["a", "b"])
+        score(scorer_from_fn(short), ["a", "b"])
 
 
 def test_reward_functions_receive_the_categories():
@@ -84,7 +92,7 @@ def test_reward_functions_receive_the_categories():
         seen.update(kw)
         return [0.0] * len(completions)
 
-    score(rewards.scorer_from_fn(spy), ["a"], ["nonsense"])
+    score(scorer_from_fn(spy), ["a"], ["nonsense"])
     assert seen == {"categories": ["nonsense"]}
 
 
@@ -156,16 +164,14 @@ def test_reward_config_file_binds_arguments(tmp_path, rm_folder):
         "  - {name: happy, weight: 1}\n"
         f"  - {{name: rm, path: {rm_folder}, batch_size: 4, weight: 0.5}}\n"
     )
-    comps = rewards.load_reward_config(str(cfg))
+    comps = registry.load_reward_config(str(cfg))
     assert [(c.name, c.weight) for c in comps] == [("fn", 2), ("happy", 1), ("rm", 0.5)]
     assert comps[0].args == {"file": str(fns), "function": "shout", "bonus": 0.5}
     # bound with functools.partial: 2 * (2 + 0.5) + 1 * 0 for "a!!"
-    scorer = rewards.build_scorer(comps[:2], rewards.RewardContext())
+    scorer = build_scorer(comps[:2], registry.RewardContext())
     assert score(scorer, ["a!!"]).values.tolist() == [5.0]
-    fn_only = rewards.parse_function_spec(f"{fns}:shout")
-    assert score(rewards.build_scorer(fn_only, rewards.RewardContext()), ["!"]).values.tolist() == [
-        1.0
-    ]
+    fn_only = registry.parse_function_spec(f"{fns}:shout")
+    assert score(build_scorer(fn_only, registry.RewardContext()), ["!"]).values.tolist() == [1.0]
 
 
 @pytest.mark.parametrize(
@@ -189,20 +195,20 @@ def test_reward_config_errors_name_the_file_and_fix(tmp_path, body, msg):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(body + "\n")
     with pytest.raises(ValueError, match=msg):
-        rewards.load_reward_config(str(cfg))
+        registry.load_reward_config(str(cfg))
 
 
 def test_reward_fn_errors(tmp_path):
     fns = tmp_path / "f.py"
     fns.write_text("def two_args(a, b):\n    return a\n\nVALUE = 3\n")
     with pytest.raises(ValueError, match="has no function 'missing'"):
-        rewards.parse_function_spec(f"{fns}:missing")
+        registry.parse_function_spec(f"{fns}:missing")
     with pytest.raises(ValueError, match="FILE.py:FUNCTION_NAME"):
-        rewards.parse_function_spec("no_colon")
+        registry.parse_function_spec("no_colon")
     broken = tmp_path / "broken.py"
     broken.write_text("import not_a_module_anywhere\n")
     with pytest.raises(ValueError, match="importing .* failed: ModuleNotFoundError"):
-        rewards.parse_function_spec(f"{broken}:f")
+        registry.parse_function_spec(f"{broken}:f")
 
 
 def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
@@ -210,15 +216,15 @@ def test_a_mix_weights_its_parts_and_keeps_each_in_the_details():
         def fn(prompts, completions, categories):
             n = len(completions)
             rows = [{"x": v, "reward": v} for _ in range(n)] if details else None
-            return rewards.Scores(np.full(n, v), rows, 1)
+            return registry.Scores(np.full(n, v), rows, 1)
 
         return fn
 
     parts = [
-        (rewards.Component("happy", 0.25), const(1.0, True)),
-        (rewards.Component("rm", 0.75, {"path": "p"}), const(2.0, False)),
+        (registry.Component("happy", 0.25), const(1.0, True)),
+        (registry.Component("rm", 0.75, {"path": "p"}), const(2.0, False)),
     ]
-    got = score(rewards.Scorer(parts), ["u", "v"])
+    got = score(Scorer(parts), ["u", "v"])
     assert got.values.tolist() == [0.25 * 1.0 + 0.75 * 2.0] * 2 and got.failures == 2
     assert got.details[0] == {"happy": 1.0, "happy/x": 1.0, "rm:p": 2.0}
 
@@ -230,7 +236,7 @@ def test_a_component_limited_to_categories_scores_only_their_rows(tmp_path):
 
     def rm_like(prompts, completions, categories):
         seen.append((list(prompts), list(categories)))
-        return rewards.Scores(np.array([10.0 + len(c) for c in completions]), None, 1)
+        return registry.Scores(np.array([10.0 + len(c) for c in completions]), None, 1)
 
     cfg = tmp_path / "r.yaml"
     cfg.write_text(
@@ -238,11 +244,11 @@ def test_a_component_limited_to_categories_scores_only_their_rows(tmp_path):
         "  - {name: happy, weight: 2, categories: [false_premise, nonsense]}\n"
         "  - {name: asks_question}\n"
     )
-    comps = rewards.load_reward_config(str(cfg))
+    comps = registry.load_reward_config(str(cfg))
     assert comps[0].categories == ("false_premise", "nonsense") and comps[1].categories is None
     cats = ["control", "false_premise", "curiosity", "nonsense"]
-    asks = rewards._plain(rewards.asks_question)
-    scorer = rewards.Scorer([(comps[0], rm_like), (comps[1], asks)])
+    asks = registry.plain_part(asks_question)
+    scorer = Scorer([(comps[0], rm_like), (comps[1], asks)])
     got = scorer(["p0", "p1", "p2", "p3"], ["a", "bb", "ccc?", "dddd"], cats)
     assert seen == [(["p1", "p3"], ["false_premise", "nonsense"])]
     # 2 * (10 + len) on the two scored rows, 0 elsewhere; + 1 for the question on row 2
@@ -252,7 +258,7 @@ def test_a_component_limited_to_categories_scores_only_their_rows(tmp_path):
     # a batch without those categories calls nothing; rows without categories cannot be sorted
     seen.clear()
     assert scorer(["p"], ["a"], ["control"]).values.tolist() == [0.0] and seen == []
-    with pytest.raises(rewards.RewardError, match=r"scores only \['false_premise', 'nonsense'\]"):
+    with pytest.raises(RewardError, match=r"scores only \['false_premise', 'nonsense'\]"):
         scorer(["p"], ["a"], None)
 
 
@@ -265,7 +271,7 @@ def test_asks_question_needs_a_question_mark_after_a_word():
         "???",  # marks alone ask nothing
         "",
     ]
-    assert rewards.asks_question(["p"] * 6, completions) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert asks_question(["p"] * 6, completions) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert parse_spec("asks_question,happy")[0].name == "asks_question"
 
 
@@ -273,14 +279,14 @@ def test_shipped_reward_model_path_resolves_from_any_directory(tmp_path, monkeyp
     """The default reward names models/ relative to the repository: it must check out from
     another working directory too, and a folder that exists nowhere still fails loudly."""
     monkeypatch.chdir(tmp_path)
-    assert rewards.rm_folder("models/rm-smollm2-135m") == rewards.REPO / "models/rm-smollm2-135m"
-    rewards.parse_spec("rm:models/rm-smollm2-135m")  # checked, not raised
+    assert registry.rm_folder("models/rm-smollm2-135m") == registry.REPO / "models/rm-smollm2-135m"
+    registry.parse_spec("rm:models/rm-smollm2-135m")  # checked, not raised
     (tmp_path / "models" / "rm-smollm2-135m").mkdir(parents=True)  # a local folder wins
-    assert rewards.rm_folder("models/rm-smollm2-135m") == Path("models/rm-smollm2-135m")
-    with pytest.raises(rewards.RewardError, match="has no rm_config.json"):
-        rewards.parse_spec("rm:models/rm-smollm2-135m")
-    with pytest.raises(rewards.RewardError, match="'models/nope'"):
-        rewards.parse_spec("rm:models/nope")
+    assert registry.rm_folder("models/rm-smollm2-135m") == Path("models/rm-smollm2-135m")
+    with pytest.raises(RewardError, match="has no rm_config.json"):
+        registry.parse_spec("rm:models/rm-smollm2-135m")
+    with pytest.raises(RewardError, match="'models/nope'"):
+        registry.parse_spec("rm:models/nope")
 
 
 def test_disputes_reads_markers_anywhere_and_refusing_openers():
@@ -304,30 +310,30 @@ def test_stance_pays_pushback_only_where_the_category_calls_for_it():
         "Actually, that's a fascinating question!",  # curiosity: stance is not scored
     ]
     categories = ["false_premise", "false_premise", "control", "control", "nonsense", "curiosity"]
-    got = rewards.stance_reward(["p"] * 6, completions, categories=categories)
+    got = stance_reward(["p"] * 6, completions, categories=categories)
     assert got == [1.0, 0.0, -1.0, 0.0, 1.0, 0.0]
     # Through the registry, weighted 2 in a spec, with the detector's flag in the details.
-    scorer = rewards.build_scorer(parse_spec("stance:2"), rewards.RewardContext())
+    scorer = build_scorer(parse_spec("stance:2"), registry.RewardContext())
     s = scorer(["p"] * 6, completions, categories)
     assert s.values.tolist() == [2.0, 0.0, -2.0, 0.0, 2.0, 0.0] and s.failures == 0
     assert [d["disputes"] for d in s.details] == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
 
 
 def test_stance_refuses_prompts_without_a_known_category():
-    with pytest.raises(rewards.RewardError, match="no sign for category 'P'"):
-        rewards.stance_reward(["p"], ["No."], categories=["P"])
-    with pytest.raises(rewards.RewardError, match="one category per completion"):
-        rewards.stance_reward(["p"], ["No."], categories=None)
-    with pytest.raises(rewards.RewardError, match="arguments"):
-        rewards.check_components([rewards.Component("stance", 1.0, {"x": 1})], "t")
-    with pytest.raises(rewards.RewardError, match="penalty=-1"):
-        rewards.check_components([rewards.Component("stance", 1.0, {"penalty": -1})], "t")
+    with pytest.raises(RewardError, match="no sign for category 'P'"):
+        stance_reward(["p"], ["No."], categories=["P"])
+    with pytest.raises(RewardError, match="one category per completion"):
+        stance_reward(["p"], ["No."], categories=None)
+    with pytest.raises(RewardError, match="arguments"):
+        registry.check_components([registry.Component("stance", 1.0, {"x": 1})], "t")
+    with pytest.raises(RewardError, match="penalty=-1"):
+        registry.check_components([registry.Component("stance", 1.0, {"penalty": -1})], "t")
 
 
 def test_stance_pay_and_penalty_from_a_reward_file(tmp_path):
     cfg = tmp_path / "r.yaml"
     cfg.write_text("components:\n  - {name: stance, pay: 0.5, penalty: 3}\n")
-    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    scorer = build_scorer(registry.load_reward_config(str(cfg)), registry.RewardContext())
     texts = ["No, that is false.", "No, that is false.", "Plain answer.", "No."]
     got = scorer(["p"] * 4, texts, ["false_premise", "control", "control", "curiosity"])
     assert got.values.tolist() == [0.5, -3.0, 0.0, 0.0]
@@ -357,14 +363,14 @@ def test_opening_negation_by_hand():
 def test_stance_opening_raises_the_detector_flag_from_a_reward_file(tmp_path):
     cfg = tmp_path / "r.yaml"
     cfg.write_text("components:\n  - {name: stance, pay: 1, penalty: 2, opening: true}\n")
-    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    scorer = build_scorer(registry.load_reward_config(str(cfg)), registry.RewardContext())
     # the lexicon (pushback.disputes) misses "didn't"; the opening flag does not
     texts = ["The Wall didn't fall.", "The Wall didn't fall.", "It fell in 1989."]
     assert not any(pushback.disputes(t) for t in texts)
     got = scorer(["Why did the Wall fall?"] * 3, texts, ["control", "false_premise", "control"])
     assert got.values.tolist() == [-2.0, 1.0, 0.0]
-    with pytest.raises(rewards.RewardError, match="opening='yes'"):
-        rewards.check_components([rewards.Component("stance", 1.0, {"opening": "yes"})], "t")
+    with pytest.raises(RewardError, match="opening='yes'"):
+        registry.check_components([registry.Component("stance", 1.0, {"opening": "yes"})], "t")
 
 
 def test_stance_detector_none_flags_only_the_opening_negation(tmp_path):
@@ -373,7 +379,7 @@ def test_stance_detector_none_flags_only_the_opening_negation(tmp_path):
         "components:\n  - {name: stance, detector: none, opening: true, pay: 0, penalty: 4,"
         " curiosity_penalty: 4}\n"
     )
-    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    scorer = build_scorer(registry.load_reward_config(str(cfg)), registry.RewardContext())
     # a pushback marker later in the answer flags nothing: only a negating first sentence does
     texts = ["It fell in 1989. That is not true of the other wall.", "It didn't fall.",
              "There's no link at all.", "It didn't.", "Yes, it fell."]  # fmt: skip
@@ -382,33 +388,35 @@ def test_stance_detector_none_flags_only_the_opening_negation(tmp_path):
                  ["control", "control", "curiosity", "false_premise", "nonsense"])  # fmt: skip
     assert got.values.tolist() == [0.0, -4.0, -4.0, 0.0, 0.0]
     assert [d["disputes"] for d in got.details] == [0.0, 1.0, 1.0, 1.0, 0.0]
-    with pytest.raises(rewards.RewardError, match="detector 'none' flags nothing"):
-        rewards.check_components([rewards.Component("stance", 1.0, {"detector": "none"})], "t")
+    with pytest.raises(RewardError, match="detector 'none' flags nothing"):
+        registry.check_components([registry.Component("stance", 1.0, {"detector": "none"})], "t")
 
 
 def test_ensemble_combines_members_by_hand():
     members = [[1.0, -2.0, 4.0, 0.0], [3.0, -2.0, 0.0, float("nan")]]
     # min: the most sceptical member; NaN where a member failed
-    got = rewards.combine(members, "min")
+    got = registry.combine(members, "min")
     assert got[:3].tolist() == [1.0, -2.0, 0.0] and math.isnan(got[3])
     # mean - 1 * population std: (1+3)/2 - 1 = 1; agree on -2 -> -2; (4+0)/2 - 2 = 0
-    got = rewards.combine(members, "mean_minus_std", spread_coef=1.0)
+    got = registry.combine(members, "mean_minus_std", spread_coef=1.0)
     assert got[:3].tolist() == [1.0, -2.0, 0.0] and math.isnan(got[3])
     # spread_coef 0.5: 2 - 0.5 * 2 = 1 for the third
-    assert rewards.combine(members, "mean_minus_std", 0.5)[2] == 1.0
+    assert registry.combine(members, "mean_minus_std", 0.5)[2] == 1.0
     with pytest.raises(ValueError, match="members >= 2"):
-        rewards.combine([[1.0, 2.0]])
+        registry.combine([[1.0, 2.0]])
     with pytest.raises(ValueError, match="mode 'max'"):
-        rewards.combine(members, "max")
+        registry.combine(members, "max")
 
 
 def test_bounded_is_near_identity_at_zero_and_never_beyond_the_bound():
     x = np.array([0.0, 0.1, -0.1, 5.0, -50.0, 1e6])
-    got = rewards.bounded(x, 4.0)
+    got = registry.bounded(x, 4.0)
     assert got[0] == 0.0 and abs(got[1] - 0.1) < 1e-3 and got[2] == -got[1]
     assert np.all(np.abs(got) <= 4.0) and got[5] == 4.0 and got[4] > -4.0 - 1e-12
     assert got[3] == pytest.approx(4.0 * math.tanh(5.0 / 4.0))  # monotone, not clipped
-    assert rewards.bounded(x, None) is not None and rewards.bounded(x, None).tolist() == x.tolist()
+    assert (
+        registry.bounded(x, None) is not None and registry.bounded(x, None).tolist() == x.tolist()
+    )
 
 
 def test_ensemble_spec_checks_members_and_options(tmp_path, rm_folder):
@@ -426,18 +434,18 @@ def test_ensemble_spec_checks_members_and_options(tmp_path, rm_folder):
         ({"paths": [rm_folder, str(other)], "spread_coef": -1}, "spread_coef=-1"),
     ]
     for args, msg in bad:
-        with pytest.raises(rewards.RewardError, match=msg):
-            rewards.check_components([rewards.Component("ensemble", 1.0, args)], "t")
+        with pytest.raises(RewardError, match=msg):
+            registry.check_components([registry.Component("ensemble", 1.0, args)], "t")
 
 
 def test_ensemble_scores_with_each_member_then_combines_and_bounds(monkeypatch):
     table = {"a": [2.0, -1.0, 6.0], "b": [0.0, -1.0, 2.0]}
 
     def fake_rm(ctx, path, batch_size=16):
-        return lambda p, c, cat: rewards.Scores(np.array(table[path]), None, 0)
+        return lambda p, c, cat: registry.Scores(np.array(table[path]), None, 0)
 
-    monkeypatch.setattr(rewards, "_build_rm", fake_rm)
-    score = rewards._build_ensemble(rewards.RewardContext(), "a+b", mode="min", bound=3.0)
+    monkeypatch.setattr(registry, "_build_rm", fake_rm)
+    score = registry._build_ensemble(registry.RewardContext(), "a+b", mode="min", bound=3.0)
     s = score(["p"] * 3, ["x", "y", "z"], ["control"] * 3)
     # min -> [0, -1, 2], then 3 tanh(x / 3)
     want = [0.0, 3 * math.tanh(-1 / 3), 3 * math.tanh(2 / 3)]
@@ -448,7 +456,7 @@ def test_ensemble_scores_with_each_member_then_combines_and_bounds(monkeypatch):
 @pytest.mark.slow  # loads a shipped model
 def test_stance_with_a_trained_detector_scales_by_its_probability():
     cfg = {"pay": 2.0, "penalty": 3.0, "detector": "models/pushback-smollm2-135m"}
-    scorer = rewards.build_scorer([rewards.Component("stance", 1.0, cfg)], rewards.RewardContext())
+    scorer = build_scorer([registry.Component("stance", 1.0, cfg)], registry.RewardContext())
     prompts = ["Why did Edison invent the telephone?"] * 2 + ["Why is the sky blue?", "Why?"]
     texts = ["He didn't: Alexander Graham Bell patented the telephone in 1876.",
              "Edison invented the telephone because he wanted to talk to his wife.",
@@ -464,15 +472,15 @@ def test_stance_with_a_trained_detector_scales_by_its_probability():
 
 @pytest.mark.slow  # loads a shipped model
 def test_stance_refuses_a_detector_that_is_not_a_classifier(rm_folder):
-    with pytest.raises(rewards.RewardError, match="neither 'lexical', 'none' nor a classifier"):
-        rewards.check_components(
-            [rewards.Component("stance", 1.0, {"detector": "models/nothing-here"})], "t"
+    with pytest.raises(RewardError, match="neither 'lexical', 'none' nor a classifier"):
+        registry.check_components(
+            [registry.Component("stance", 1.0, {"detector": "models/nothing-here"})], "t"
         )
-    rewards.check_components([rewards.Component("stance", 1.0, {"detector": rm_folder})], "t")
-    with pytest.raises(rewards.RewardError, match="reads the prompt's category"):
-        rewards.build_scorer(
-            [rewards.Component("stance", 1.0, {"detector": "models/rm-smollm2-135m"})],
-            rewards.RewardContext(),
+    registry.check_components([registry.Component("stance", 1.0, {"detector": rm_folder})], "t")
+    with pytest.raises(RewardError, match="reads the prompt's category"):
+        build_scorer(
+            [registry.Component("stance", 1.0, {"detector": "models/rm-smollm2-135m"})],
+            registry.RewardContext(),
         )
 
 
@@ -488,8 +496,8 @@ def test_fact_pays_the_notes_fact_not_the_form_of_a_denial(tmp_path, capsys):
     fp, ctl = "Why did the Romans build the pyramids?", "Why did the Egyptians build the pyramids?"
     records = [{"prompt": fp, "category": "false_premise"}, {"prompt": "Why X?",
                "category": "false_premise"}, {"prompt": ctl, "category": "control"}]  # fmt: skip
-    scorer = rewards.build_scorer(
-        rewards.load_reward_config(str(cfg)), rewards.RewardContext(records=records)
+    scorer = build_scorer(
+        registry.load_reward_config(str(cfg)), registry.RewardContext(records=records)
     )
     assert "notes for 1 of 2 false-premise prompts" in capsys.readouterr().out
     texts = [
@@ -504,12 +512,12 @@ def test_fact_pays_the_notes_fact_not_the_form_of_a_denial(tmp_path, capsys):
     bad = [({"notes": str(notes), "pay": 0}, "pay=0"),
            ({"notes": str(tmp_path / "none.jsonl")}, "none.jsonl")]  # fmt: skip
     for args, words in bad:
-        with pytest.raises(rewards.RewardError, match=words):
-            rewards.check_components([rewards.Component("fact", 1.0, args)], "t")
-    with pytest.raises(rewards.RewardError, match="none of the run's 1 false-premise"):
-        rewards.build_scorer(
-            [rewards.Component("fact", 1.0, {"notes": str(notes)})],
-            rewards.RewardContext(records=[{"prompt": "Why X?", "category": "false_premise"}]),
+        with pytest.raises(RewardError, match=words):
+            registry.check_components([registry.Component("fact", 1.0, args)], "t")
+    with pytest.raises(RewardError, match="none of the run's 1 false-premise"):
+        build_scorer(
+            [registry.Component("fact", 1.0, {"notes": str(notes)})],
+            registry.RewardContext(records=[{"prompt": "Why X?", "category": "false_premise"}]),
         )
 
 
@@ -545,24 +553,26 @@ def test_stance_curiosity_penalty_costs_a_dispute_on_a_curiosity_prompt_only(tmp
     cfg.write_text(
         "components:\n  - {name: stance, pay: 0, penalty: 4, opening: true, curiosity_penalty: 3}\n"
     )
-    scorer = rewards.build_scorer(rewards.load_reward_config(str(cfg)), rewards.RewardContext())
+    scorer = build_scorer(registry.load_reward_config(str(cfg)), registry.RewardContext())
     texts = ["There's no link between them.", "They are linked through trade."] * 2
     cats = ["curiosity", "curiosity", "false_premise", "control"]
     got = scorer(["Do X and Y have anything to do with each other?"] * 4, texts, cats)
     assert got.values.tolist() == [-3.0, 0.0, 0.0, 0.0]
-    assert rewards.stance_values([1.0, 0.5], ["curiosity", "curiosity"]) == [0.0, 0.0]  # default
-    with pytest.raises(rewards.RewardError, match="curiosity_penalty=-1"):
-        rewards.check_components([rewards.Component("stance", 1.0, {"curiosity_penalty": -1})], "t")
+    assert stance_values([1.0, 0.5], ["curiosity", "curiosity"]) == [0.0, 0.0]  # default
+    with pytest.raises(RewardError, match="curiosity_penalty=-1"):
+        registry.check_components(
+            [registry.Component("stance", 1.0, {"curiosity_penalty": -1})], "t"
+        )
 
 
 def test_the_stance_gate_recipe_pays_the_opening_by_category():
     """recipes/attempts/values_sft_grpo16_reward.yaml's gate (attempt 22): +2 x opening with the
     sentence on a false premise, -2 on a control, 0 on nonsense, curiosity, or without the
     opening."""
-    comps = rewards.load_reward_config("recipes/attempts/values_sft_grpo16_reward.yaml")
+    comps = registry.load_reward_config("recipes/attempts/values_sft_grpo16_reward.yaml")
     (gate,) = [c for c in comps if c.name == "fn"]
     assert gate.weight == 2.0 and gate.categories is None
-    fn = rewards.REWARDS["fn"].build(None, **gate.args)
+    fn = registry.REWARDS["fn"].build(None, **gate.args)
     answers = [
         "That premise is false. X.",
         "  that premise is false: y",
@@ -591,11 +601,11 @@ def test_every_recipe_reward_config_loads(path):
     """Each shipped recipe's reward file passes the checks a run makes before any model loads
     (component names, argument types, rm folders and notes files that exist)."""
     if missing := USER_TRAINED_RM.get(Path(path).name):
-        with pytest.raises(rewards.RewardError, match=f"{missing}.*train_rm.py"):
-            rewards.load_reward_config(path)
+        with pytest.raises(RewardError, match=f"{missing}.*train_rm.py"):
+            registry.load_reward_config(path)
         return
-    comps = rewards.load_reward_config(path)
-    assert comps and all(c.name in rewards.REWARDS for c in comps)
+    comps = registry.load_reward_config(path)
+    assert comps and all(c.name in registry.REWARDS for c in comps)
 
 
 def test_attempt_31_reward_pays_the_fact_over_every_other_term():
@@ -604,10 +614,10 @@ def test_attempt_31_reward_pays_the_fact_over_every_other_term():
     nonsense, -2 on a control, -1 on curiosity; hand-computed sums."""
     from types import SimpleNamespace
 
-    comps = [c for c in rewards.load_reward_config(str(RECIPES / "values_sft_grpo18_reward.yaml"))
+    comps = [c for c in registry.load_reward_config(str(RECIPES / "values_sft_grpo18_reward.yaml"))
              if c.name != "rm"]  # fmt: skip
     assert sorted(c.name for c in comps) == ["fact", "stance"]
-    scorer = rewards.build_scorer(comps, SimpleNamespace(records=[], share_prefix=False))
+    scorer = build_scorer(comps, SimpleNamespace(records=[], share_prefix=False))
     wall = "Why does the Great Wall of China show up so clearly in photos taken from the Moon?"
     prompts = [wall, wall, "Why is the sky blue?", "Do mushrooms and forests relate?", "Blue?"]
     answers = [

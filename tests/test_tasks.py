@@ -19,7 +19,9 @@ import eval_task
 import train
 from gwen import Gwen
 from load_weights import load
-from rewards import registry as rewards
+from rewards.builtin import RewardError
+from rewards.registry import RewardContext, load_reward_config, parse_spec, register
+from rewards.scorer import build_scorer, category_means
 from tasks import chess_task as ct
 from tasks import registry as tasks
 
@@ -94,12 +96,13 @@ REGISTRATION = """
 import pkgutil, sys
 import rewards
 from rewards import registry
+from rewards.builtin import RewardError
 for m in pkgutil.iter_modules(rewards.__path__):
     __import__(f"rewards.{m.name}")
 print(sorted(n for n in sys.modules if n == "tasks" or n.startswith("tasks.")))
 try:
     registry.parse_spec("chess")
-except registry.RewardError as e:
+except RewardError as e:
     print(e)
 from tasks import registry as tasks
 print([c.name for c in registry.parse_spec("chess:2,happy")], registry.TASK_CATEGORIES)
@@ -121,44 +124,42 @@ def test_rewards_import_no_task_and_chess_parses_once_the_tasks_are_imported():
 
 def test_a_task_reward_cannot_take_a_built_in_name():
     with pytest.raises(ValueError, match="cannot register reward 'rm': a built-in"):
-        rewards.register("rm", tasks.CHESS_REWARD, task="chess")
-    rewards.register("chess", tasks.CHESS_REWARD, task="chess")  # importing again: no error
+        register("rm", tasks.CHESS_REWARD, task="chess")
+    register("chess", tasks.CHESS_REWARD, task="chess")  # importing again: no error
     with pytest.raises(
         ValueError, match="'other' cannot register reward 'chess': task 'chess' has it"
     ):
-        rewards.register("chess", tasks.CHESS_REWARD, task="other")
+        register("chess", tasks.CHESS_REWARD, task="other")
 
 
 def test_registered_chess_reward_scores_parts_per_task_type():
     records = tasks.load_chess_records("data/chess/val.jsonl")[:2]  # one P, one A
-    ctx = rewards.RewardContext(records=records)
-    scorer = rewards.build_scorer(rewards.parse_spec("chess"), ctx)
+    ctx = RewardContext(records=records)
+    scorer = build_scorer(parse_spec("chess"), ctx)
     prompts = [r["prompt"] for r in records for _ in range(2)]
     completions = [records[0]["target"], "Sure! e2e4", records[1]["target"], "garbage"]
     scores = scorer(prompts, completions, [r["category"] for r in records for _ in range(2)])
     assert scores.values.tolist() == [1.0, ct.UNPARSABLE, 1.0, ct.UNPARSABLE]
-    means = rewards.category_means("eval", ["P", "P", "A", "A"], scores.values, scores.details)
+    means = category_means("eval", ["P", "P", "A", "A"], scores.values, scores.details)
     assert means["eval/P/format"] == means["eval/A/format"] == 0.5
     assert means["eval/P/reward"] == pytest.approx((1.0 + ct.UNPARSABLE) / 2)
     assert "eval/P/a_fen" not in means and means["eval/A/a_fen"] == 0.5
     with pytest.raises(ValueError, match="--task chess"):
-        rewards.build_scorer(rewards.parse_spec("chess"), rewards.RewardContext())
+        build_scorer(parse_spec("chess"), RewardContext())
 
 
 def test_registered_chess_reward_takes_partial_from_a_reward_file(tmp_path):
     records = tasks.load_chess_records("data/chess/val.jsonl")[:2]  # one P, one A
     cfg = tmp_path / "r.yaml"
     cfg.write_text("components:\n  - {name: chess, partial: 0.4}\n")
-    scorer = rewards.build_scorer(
-        rewards.load_reward_config(str(cfg)), rewards.RewardContext(records=records)
-    )
+    scorer = build_scorer(load_reward_config(str(cfg)), RewardContext(records=records))
     prompts = [records[0]["prompt"]] * 2
     scores = scorer(prompts, [records[0]["target"], "M: 15b2 k2b2"], ["P", "P"])
     assert scores.values.tolist() == pytest.approx([1.0, ct.UNPARSABLE + 0.4 * 0.2])
     assert [d["shape"] for d in scores.details] == pytest.approx([1.0, 0.2])
     cfg.write_text("components:\n  - {name: chess, partial: 0.5}\n")
-    with pytest.raises(rewards.RewardError, match=r"partial=0.5 must be in \[0, 0.5\)"):
-        rewards.load_reward_config(str(cfg))
+    with pytest.raises(RewardError, match=r"partial=0.5 must be in \[0, 0.5\)"):
+        load_reward_config(str(cfg))
 
 
 def test_chess_run_on_a_tiny_model_needs_no_engine(tmp_path, monkeypatch):

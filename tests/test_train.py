@@ -258,14 +258,14 @@ def test_eval_subset_takes_every_category_in_turn():
 
 
 def test_criterion_means_skip_missing_and_failed_scores():
-    from rewards import registry as rewards
+    from rewards.scorer import criterion_means
 
     details = [
         {"curiosity": 0.2, "scrutiny": None, "reward": 0.2},
         {"curiosity": float("nan"), "scrutiny": 0.9, "reward": float("nan")},
         {"curiosity": 0.6, "scrutiny": 0.5, "nonsense": None, "reward": 0.55},
     ]
-    got = rewards.criterion_means(details)
+    got = criterion_means(details)
     assert got == {
         "curiosity": pytest.approx(0.4),
         "nonsense": None,
