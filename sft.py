@@ -489,30 +489,31 @@ def fit(run: SFTRun) -> dict:
     return summary
 
 
-# The experiments' flags that sft.py once had, and the commands that take them now.
-MOVED = {"--gate": "-m experiments.opener_gate", "--stance": "-m experiments.stance_pairs"}
+# The experiments' flags that sft.py once had, by the command that takes them now.
+MOVED = {
+    "experiments.opener_gate": ("--gate", "--gate-prompts", "--gate-weight", "--gate-batch",
+                                "--gate-margin", "--gate-neg-weight"),
+    "experiments.stance_pairs": ("--stance-pairs", "--stance-text", "--stance-weight",
+                                 "--stance-beta", "--stance-batch", "--stance-folds",
+                                 "--stance-holdout"),
+}  # fmt: skip
 
 
 def build_parser(description: str = "Supervised LoRA warm start of the policy (rl-values).",
                  extra_config=None) -> argparse.ArgumentParser:  # fmt: skip
+    """sft.py's flags, and an experiment's beside them (`extra_config`); plain sft.py keeps the
+    experiments' old flags as retired spellings that name the command taking them now."""
     p = argparse.ArgumentParser(allow_abbrev=False, description=description)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     flags.add_flags(p, SFTConfig)
     if extra_config is not None:
         flags.add_flags(p, extra_config)
+        return p
+    for command, old in MOVED.items():
+        for flag in old:
+            flags.retired(p, flag, f"it moved to `uv run python -m {command}`, which takes "
+                                   "every sft.py flag too")  # fmt: skip
     return p
-
-
-def refuse_moved(argv: list[str]) -> None:
-    """A flag of an experiment that left sft.py is one user error naming its command."""
-    for arg in argv:
-        for prefix, command in MOVED.items():
-            if arg.startswith(prefix):
-                flag = arg.split("=")[0]
-                raise errors.UserError(
-                    f"{flag} is no longer an sft.py flag: run `uv run python {command}` with "
-                    "the same flags (it takes every sft.py flag too)"
-                )
 
 
 @errors.cli
@@ -521,9 +522,6 @@ def main(argv=None, extra=None, description: str | None = None) -> int:
     `extra` = (a config dataclass, make(its config, SFTConfig) -> ExtraLoss): an experiment's
     command is this one with its own flags beside SFT's (experiments/opener_gate.py,
     experiments/stance_pairs.py)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if extra is None:
-        refuse_moved(argv)
     extra_config, make = extra if extra is not None else (None, None)
     parser = build_parser(*([description] if description else []), extra_config=extra_config)
     cfg, own = flags.parse_config(parser, SFTConfig, argv)
