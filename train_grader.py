@@ -375,7 +375,29 @@ def main(argv=None) -> int:
     p.add_argument("--measure-gold", metavar="DIR",
                    help="measure the grader folder DIR on both gold sets (with and without "
                    "the reference notes), write DIR/gold.json and stop (~14 min)")  # fmt: skip
+    p.add_argument("--val-figures", metavar="DIR", action="append", default=[],
+                   help="print this pushback classifier's figures (alone, p > 0.5) on the "
+                   "validation rows of --labels FILE, fluent and other rows apart, and stop; "
+                   "repeatable: one line per classifier (the fine-tunes' adoption rule)")  # fmt: skip
+    p.add_argument("--labels", metavar="FILE",
+                   help="--val-figures: a --write-labels file")  # fmt: skip
     a = p.parse_args(argv)
+    if a.val_figures:
+        with errors.as_user_error(FileNotFoundError, ValueError):
+            if not a.labels:
+                raise ValueError("--val-figures reads the validation rows of a --write-labels "
+                                 "file: pass --labels FILE")  # fmt: skip
+            for d in a.val_figures:
+                reward_model.check_folder(d)
+            rows = [r for r in load_pushback_labels(a.labels) if r["split"] == "val"]
+            if not rows:
+                raise ValueError(f"{a.labels}: no validation rows (split 'val'); "
+                                 "write it with --write-labels")  # fmt: skip
+        backend.announce()
+        for d in a.val_figures:
+            figs = validation_figures(reward_model.load(d), rows)
+            print(strict_json.dumps({"classifier": d, **figs}))
+        return 0
     if a.pushback_model:
         reward_model.check_folder(a.pushback_model)  # before the features' model work
     if a.measure_gold:
@@ -457,6 +479,26 @@ def main(argv=None) -> int:
         measure_gold(out)
         print(gold_summary(out))
     return 0
+
+
+def validation_figures(classifier, rows: list[dict]) -> dict:
+    """A pushback classifier alone (p > 0.5, no label head, no notes) on a --write-labels file's
+    validation rows, split into the fluent written answers and all others: pushback accuracy,
+    correction and flag recall, control false positives, each with k/n (gold.grader_figures)."""
+    p = classifier.pushback_probabilities([r["prompt"] for r in rows],
+                                          [r["answer"] for r in rows])  # fmt: skip
+    out = {}
+    for name, keep in (("fluent", lambda r: r.get("source") == FLUENT),
+                       ("other", lambda r: r.get("source") != FLUENT)):  # fmt: skip
+        idx = [i for i, r in enumerate(rows) if keep(r)]
+        part = [rows[i] for i in idx]
+        pred = [{"id": r["id"], "label": None, "pushback": bool(p[i] > 0.5)}
+                for r, i in zip(part, idx, strict=True)]  # fmt: skip
+        figs = gold.grader_figures(part, pred)
+        out[name] = {k: {"k": figs[k]["k"], "n": figs[k]["n"]} for k in (
+            "pushback_accuracy", "false_premise_correction_recall", "nonsense_flag_recall",
+            "control_false_positive_rate")}  # fmt: skip
+    return out
 
 
 def gold_summary(folder: Path) -> str:

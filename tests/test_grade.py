@@ -426,3 +426,43 @@ def test_grade_prints_both_gold_sets_stored_figures(tmp_path, monkeypatch, capsy
     grade.print_gold(grader, None)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and "fluent" not in lines[0] and "--measure-gold" in lines[1]
+
+
+def test_validation_figures_count_fluent_and_other_rows_apart():
+    import train_grader
+
+    class Fixed:  # a classifier stand-in: p per answer text
+        def pushback_probabilities(self, prompts, answers):
+            return np.array([float(a.startswith("yes")) * 0.9 + 0.05 for a in answers])
+
+    def row(i, category, label, answer, source):
+        push = label in ("corrects_premise", "flags_nonsense")
+        return {"id": f"v{i}", "prompt": f"p{i}", "category": category, "answer": answer,
+                "pushback": push, "label": label, "split": "val", "source": source}  # fmt: skip
+
+    fl = train_grader.FLUENT
+    rows = [
+        row(0, "false_premise", "corrects_premise", "yes it is not so", fl),  # found
+        row(1, "false_premise", "corrects_premise", "sure", fl),  # missed
+        row(2, "nonsense", "flags_nonsense", "yes nonsense", fl),  # found
+        row(3, "control", "answers", "yes but", fl),  # false alarm
+        row(4, "control", "answers", "plain", fl),
+        row(5, "control", "answers", "plain", "written"),
+        row(6, "nonsense", "flags_nonsense", "nope", "falseqa"),  # missed
+    ]
+    out = train_grader.validation_figures(Fixed(), rows)
+    assert out["fluent"]["pushback_accuracy"] == {"k": 3, "n": 5}
+    assert out["fluent"]["false_premise_correction_recall"] == {"k": 1, "n": 2}
+    assert out["fluent"]["nonsense_flag_recall"] == {"k": 1, "n": 1}
+    assert out["fluent"]["control_false_positive_rate"] == {"k": 1, "n": 2}
+    assert out["other"]["pushback_accuracy"] == {"k": 1, "n": 2}
+    assert out["other"]["nonsense_flag_recall"] == {"k": 0, "n": 1}
+    assert out["other"]["control_false_positive_rate"] == {"k": 0, "n": 1}
+
+
+def test_val_figures_without_a_labels_file_is_one_error_line(capsys):
+    import train_grader
+
+    assert train_grader.main(["--val-figures", "models/grader-smollm2-135m/pushback"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "--labels FILE" in err[0]
