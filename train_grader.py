@@ -378,7 +378,7 @@ def main(argv=None) -> int:
     p.add_argument("--val-figures", metavar="DIR", action="append", default=[],
                    help="print this pushback classifier's figures (alone, p > 0.5) on the "
                    "validation rows of --labels FILE, fluent and other rows apart, and stop; "
-                   "repeatable: one line per classifier (the fine-tunes' adoption rule)")  # fmt: skip
+                   "repeatable: one line per classifier")  # fmt: skip
     p.add_argument("--labels", metavar="FILE",
                    help="--val-figures: a --write-labels file")  # fmt: skip
     a = p.parse_args(argv)
