@@ -13,8 +13,9 @@ data/eval_external.jsonl dropped, splits disjoint by prompt:
 - data/grader/policy_labels.jsonl: answers sampled from the embedded model and a GRPO checkpoint
   on training prompts, labelled by reading (data/grader/policy_answers.jsonl + labels); a third
   of their prompts are held out as the source-disjoint validation slice.
-- data/grader/fluent.jsonl, fluent2.jsonl: answers written in larger chat models' registers
-  (issue 55), labelled by the gold scheme; a third of each file's prompts validate.
+- data/grader/fluent.jsonl ... fluent4.jsonl (FLUENT_FILES): answers written in larger chat
+  models' registers (issue 55), labelled by the gold scheme; a third of each file's new prompts
+  validate, a prompt an earlier file used keeps that file's split.
 The head is a multinomial logistic regression (numpy, class-balanced, L2) on grade.Featurizer
 features; validation figures (gold.grader_figures on each validation source) go to metrics.json.
 
@@ -75,7 +76,12 @@ KIND_LABEL = {
 SAMPLED = ("policy", "policy_warm", "policy_flags", "policy_run")
 FLUENT = "written_fluent"  # data/grader/fluent*.jsonl: answers in larger models' registers
 # (file, seed of its validation prompts): a third of each file's prompts validate
-FLUENT_FILES = (("fluent.jsonl", 18), ("fluent2.jsonl", 56), ("fluent3.jsonl", 57))
+FLUENT_FILES = (
+    ("fluent.jsonl", 18),
+    ("fluent2.jsonl", 56),
+    ("fluent3.jsonl", 57),
+    ("fluent4.jsonl", 58),
+)
 CACHE = Path(tempfile.gettempdir()) / "rl-values-grader-features"
 
 

@@ -108,7 +108,9 @@ def test_fluent_gold_prompts_are_disjoint_from_training_data(fluent):
     assert {norm(g["prompt"]) for g in fluent} <= held_out_prompts(ROOT)
 
 
-@pytest.mark.parametrize("name", ["fluent.jsonl", "fluent2.jsonl", "fluent3.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["fluent.jsonl", "fluent2.jsonl", "fluent3.jsonl", "fluent4.jsonl"]
+)
 def test_fluent_training_file_validates_and_shares_no_prompt_with_the_fluent_gold(fluent, name):
     path = os.path.join(ROOT, "data", "grader", name)
     rows = [json.loads(line) for line in open(path, encoding="utf-8")]

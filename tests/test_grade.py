@@ -379,11 +379,11 @@ def test_fluent_answers_split_by_prompt_and_the_fine_tune_mix_keeps_them():
     import train_grader
 
     rows = train_grader.fluent_answers()
-    assert len(rows) >= 1000 and {r["source"] for r in rows} == {train_grader.FLUENT}  # 3 files
+    assert len(rows) >= 1400 and {r["source"] for r in rows} == {train_grader.FLUENT}  # 4 files
     assert {r["label"] for r in rows} == set(LABELS)  # every label, in the fluent register
     train = {r["prompt"] for r in rows if r["split"] == "train"}
     val = {r["prompt"] for r in rows if r["split"] == "val"}
-    # fluent3.jsonl reuses training prompts of the first two files: they keep their split
+    # fluent3.jsonl and fluent4.jsonl reuse prompts of earlier files: they keep their split
     assert train and val and not train & val
     base = {"prompt": "p", "category": "control", "answer": "a", "pushback": False,
             "label": "answers"}  # fmt: skip
