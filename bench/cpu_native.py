@@ -6,8 +6,8 @@ nn.silu(g)*u, cpu_ops' compiled polynomial stand-in, ours) and attention's maske
 per eval, one per layer of SmolLM2-135M) and an update shape (32 x 128 positions, one call),
 forward and forward+backward; the arms alternate for --rounds rounds, medians and ratios printed.
 `decode`: one decode step of the embedded SmolLM2-135M (30 blocks + LM head) at 32 and 64 rows
-with the kernels on, on but for the fused decode attention, and off, alternating round by round
-in one process.
+with the kernels on, on but for the fused decode attention, on but for RoPE, and off,
+alternating round by round in one process.
 """
 
 import argparse
@@ -127,13 +127,15 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
 
     g = Gwen.load("smollm2-135m")
     W = g.model.lm_head_weight()
-    real_load, real_fused = cpu_native.load, cpu_ops.FUSED_MAX_QUERIES
-    # "on": every kernel; "no fused attn": every kernel but decode attention (the matmul path
-    # with the native softmax); "off": cpu_ops' plain stand-ins.
+    real = (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE)
+    # "on": every kernel; "no fused attn": all but decode attention (the matmul path with the
+    # native softmax); "no native rope": all but RoPE (the compiled twin); "off": cpu_ops' plain
+    # stand-ins.
     arms = {
-        "on": (real_load, real_fused),
-        "no fused attn": (real_load, 0),
-        "off": (lambda: None, real_fused),
+        "on": real,
+        "no fused attn": (real[0], 0, real[2]),
+        "no native rope": (real[0], real[1], False),
+        "off": (lambda: None, real[1], real[2]),
     }
     out = []
     for rows in rows_list:
@@ -145,30 +147,28 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
         times = {k: [] for k in arms}
         for i in range(n_runs):
             arm = list(arms)[i % len(arms)]
-            cpu_native.load, cpu_ops.FUSED_MAX_QUERIES = arms[arm]
+            cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = arms[arm]
             t0 = time.perf_counter()
             for _ in range(steps):
                 h = g.model.hidden(tok, cache)
                 mx.eval(h[:, -1, :] @ W.T)
             if i >= len(arms):  # the first round of each arm warms up
                 times[arm].append((time.perf_counter() - t0) / steps)
-        cpu_native.load, cpu_ops.FUSED_MAX_QUERIES = real_load, real_fused
+        cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = real
         ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        gains = {
+            "speedup": ms["off"] / ms["on"],
+            "fused_attention_speedup": ms["no fused attn"] / ms["on"],
+            "native_rope_speedup": ms["no native rope"] / ms["on"],
+        }
         print(
-            f"decode step {rows} rows (cache {cache.offset} slots at the end): kernels on "
-            f"{ms['on']:.1f} ms, without fused attention {ms['no fused attn']:.1f} ms, off "
-            f"{ms['off']:.1f} ms ({ms['off'] / ms['on']:.2f}x; fused attention "
-            f"{ms['no fused attn'] / ms['on']:.2f}x)",
+            f"decode step {rows} rows (cache {cache.offset} slots at the end): "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items())
+            + "; "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in gains.items()),
             flush=True,
         )
-        out.append(
-            {
-                "rows": rows,
-                "ms": ms,
-                "speedup": ms["off"] / ms["on"],
-                "fused_attention_speedup": ms["no fused attn"] / ms["on"],
-            }
-        )
+        out.append({"rows": rows, "ms": ms, **gains})
     return out
 
 

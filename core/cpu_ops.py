@@ -8,8 +8,8 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
-silu·up, RMSNorm, the masked softmax, decode attention (scores, softmax and values fused) and
-the log-prob row statistics on float32 run the native kernels (core/cpu_native.py) where they
+silu·up, RMSNorm, the masked softmax, decode attention (scores, softmax and values fused), RoPE
+and the log-prob row statistics on float32 run the native kernels (core/cpu_native.py) where they
 built. `blocked()` marks forward-only passes (the
 judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
 library: Metal/CUDA kernels live in core/kernels.py.
@@ -261,7 +261,18 @@ def rope_for(rope, positions: mx.array, length: int):
     if not ENABLED:
         return lambda x: rope(x, positions)
     cos, sin = rope_tables(rope.inv_freq, rope.scale, positions, length)
-    return lambda x: _rope_apply(x, cos, sin)
+    return lambda x: rope_apply(x, cos, sin)
+
+
+NATIVE_ROPE = True  # the native RoPE kernel under the switch (bench/cpu_native.py toggles it)
+
+
+def rope_apply(x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
+    """x * cos + rotate_half(x) * sin (sign folded into sin): the native kernel for float32, which
+    reads the transposed projections in place, else the compiled twin."""
+    if NATIVE_ROPE and (ext := native(x, cos, sin)) is not None:
+        return ext.rope(x, cos, sin)
+    return _rope_apply(x, cos, sin)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Fused CPU kernels for rl-values as MLX primitives: RMSNorm, silu(g)*u and a masked softmax,
 // forward and backward; decode attention (scores, masked softmax and values in one pass over
-// the KV cache's view); and the LM head's row statistics (log-sum-exp, entropy, the softmax
-// gradient) over (rows, vocabulary chunk) logits.
+// the KV cache's view); rotate-half RoPE from cos/sin tables; and the LM head's row statistics
+// (log-sum-exp, entropy, the softmax gradient) over (rows, vocabulary chunk) logits.
 //
 // Each op is an mlx::core::Primitive whose eval_cpu enqueues its work on the primitive's CPU
 // stream through MLX's command encoder, so it is ordered with the stream's other ops. Inside that
@@ -337,6 +337,26 @@ void softmax_grad_rows(const float* z, const float* lse, const float* c, const f
   }
 }
 
+// Rotate-half RoPE on one row of hd floats: y = x * c + rot(x) * s, rot(x) = [x[h:], x[:h]],
+// with the sign folded into s ([-sin, sin]), as cpu_ops' tables are built. Strides in elements
+// (the unit-stride case vectorizes).
+RL_CLONES
+void rope_row(const float* x, int64_t xe, const float* c, int64_t ce, const float* s, int64_t se,
+              float* y, int64_t hd) {
+  const int64_t h = hd / 2;
+  if (xe == 1 && ce == 1 && se == 1) {
+#pragma omp simd
+    for (int64_t t = 0; t < h; ++t) y[t] = x[t] * c[t] + x[t + h] * s[t];
+#pragma omp simd
+    for (int64_t t = h; t < hd; ++t) y[t] = x[t] * c[t] + x[t - h] * s[t];
+    return;
+  }
+  for (int64_t t = 0; t < hd; ++t) {
+    int64_t u = t < h ? t + h : t - h;
+    y[t] = x[t * xe] * c[t * ce] + x[u * xe] * s[t * se];
+  }
+}
+
 // Decode attention for one (batch row, kv head) block: the rep * L query rows sharing kv head g
 // (row r = i * L + l is query head g * rep + i at query l; rows contiguous, hd floats each) over
 // S keys read in place from the cache (key j at k + j * ks, value j at v + j * vs). The scores
@@ -368,7 +388,11 @@ RL_INLINE void prefetch_row(const float* p, int64_t n) {
 
 #ifdef RL_VEC8
 // Eight float lanes (GCC/Clang vector extension): one AVX register in the x86-64-v3 clone, two
-// SSE registers in the baseline one.
+// SSE registers in the baseline one. The helpers are always inlined, so GCC's note that passing
+// such a vector by value has another ABI without AVX (-Wpsabi) never applies.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float v8f __attribute__((vector_size(32)));
 RL_INLINE v8f load8(const float* p) {
   v8f x;
@@ -596,6 +620,17 @@ class DecodeAttention : public CpuPrimitive {
   float scale_;
 };
 
+class Rope : public CpuPrimitive {
+ public:
+  explicit Rope(mx::Stream s) : CpuPrimitive(s) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
+                             const std::vector<mx::array>& cotangents,
+                             const std::vector<int>& argnums,
+                             const std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "RLRope"; }
+};
+
 // ---- ops (graph building): inputs made row-contiguous float32 on the CPU stream
 
 mx::Stream cpu_stream(mx::StreamOrDevice s) {
@@ -669,6 +704,25 @@ mx::array decode_attention(const mx::array& q, const mx::array& k, const mx::arr
   auto m = mx::broadcast_to(mask, full, st);
   return mx::array(q.shape(), mx::float32, std::make_shared<DecodeAttention>(st, scale),
                    {mx::contiguous(q, false, st), k, v, m});
+}
+
+// Rotate-half RoPE: x (..., hd) float32 with hd even, cos and the sign-folded sin broadcastable
+// to x (cpu_ops' (B, 1, L, hd) tables against (B, H, L, hd)); all read in place with their
+// strides (the transposed projections are not copied), the output contiguous.
+mx::array rope(const mx::array& x, const mx::array& cos, const mx::array& sin,
+               mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  for (auto* a : {&x, &cos, &sin}) check_f32(*a, "rope");
+  if (x.ndim() < 1 || x.ndim() > 4 || x.shape(-1) % 2 != 0) {
+    throw std::invalid_argument("rope: x must have 1 to 4 axes and an even last axis");
+  }
+  if (cos.ndim() > x.ndim() || sin.ndim() > x.ndim() || cos.shape(-1) != x.shape(-1) ||
+      sin.shape(-1) != x.shape(-1)) {
+    throw std::invalid_argument("rope: cos and sin must broadcast to x with x's last axis");
+  }
+  auto c = mx::broadcast_to(cos, x.shape(), st);
+  auto sn = mx::broadcast_to(sin, x.shape(), st);
+  return mx::array(x.shape(), mx::float32, std::make_shared<Rope>(st), {x, c, sn});
 }
 
 void check_rows(const mx::array& z, const char* op) {
@@ -903,6 +957,69 @@ void SoftmaxGrad::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::arr
   });
 }
 
+// Element offset of row r (an index over all axes but the last) in a strided array.
+int64_t row_offset(int64_t r, const std::vector<int64_t>& shape, const std::vector<int64_t>& st) {
+  int64_t off = 0;
+  for (int64_t a = static_cast<int64_t>(shape.size()) - 1; a >= 0; --a) {
+    off += (r % shape[a]) * st[a];
+    r /= shape[a];
+  }
+  return off;
+}
+
+void Rope::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& y = out[0];
+  alloc(y);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  enc.set_output_array(y);
+  int64_t hd = y.shape(-1), rows = hd ? static_cast<int64_t>(y.size()) / hd : 0;
+  std::vector<int64_t> shape(y.shape().begin(), y.shape().end() - 1);
+  auto lead = [](const mx::array& a) {
+    return std::vector<int64_t>(a.strides().begin(), a.strides().end() - 1);
+  };
+  enc.dispatch([xp = in[0].data<float>(), cp = in[1].data<float>(), sp = in[2].data<float>(),
+                yp = y.data<float>(), xe = in[0].strides().back(), ce = in[1].strides().back(),
+                se = in[2].strides().back(), xs = lead(in[0]), cs = lead(in[1]),
+                ss = lead(in[2]), shape = std::move(shape), rows, hd]() {
+    parallel_rows(rows, hd, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        rope_row(xp + row_offset(r, shape, xs), xe, cp + row_offset(r, shape, cs), ce,
+                 sp + row_offset(r, shape, ss), se, yp + r * hd, hd);
+      }
+    });
+  });
+}
+
+// dx = rope(g, cos, -sin) (the inverse rotation); d cos = g x and d sin = g rot(x), which the
+// broadcast's own vjp sums back to the tables' shapes (nothing here differentiates them).
+std::vector<mx::array> Rope::vjp(const std::vector<mx::array>& primals,
+                                 const std::vector<mx::array>& cotangents,
+                                 const std::vector<int>& argnums,
+                                 const std::vector<mx::array>&) {
+  auto st = stream();
+  auto& x = primals[0];
+  auto g = mx::astype(cotangents[0], mx::float32, st);
+  std::vector<mx::array> res;
+  for (int a : argnums) {
+    if (a == 0) {
+      res.push_back(mx::array(x.shape(), mx::float32, std::make_shared<Rope>(st),
+                              {g, primals[1], mx::negative(primals[2], st)}));
+    } else if (a == 1) {
+      res.push_back(mx::multiply(g, x, st));
+    } else {
+      int h = x.shape(-1) / 2, n = x.ndim();
+      mx::Shape lo(n, 0), mid = x.shape(), hi = x.shape();
+      mid.back() = h;
+      lo.back() = h;
+      auto rot = mx::concatenate({mx::slice(x, lo, hi, st), mx::slice(x, mx::Shape(n, 0), mid, st)},
+                                 -1, st);
+      res.push_back(mx::multiply(g, rot, st));
+    }
+  }
+  return res;
+}
+
 // A 4-D view of k or v with last stride 1 is read in place; anything else is gathered into a
 // contiguous buffer first (inside the task, once its data is ready).
 struct View4 {
@@ -1051,6 +1168,9 @@ NB_MODULE(rl_cpu_ext, m) {
         "place, mask bool broadcastable to (B, H, L, S); scores, masked softmax and values in one "
         "pass per (row, kv head); a query with no key set gives zeros. float32, CPU; the "
         "gradient goes through the plain formula.");
+  m.def("rope", &rl::rope, "x"_a, "cos"_a, "sin"_a, nb::kw_only(), "stream"_a = nb::none(),
+        "rotate-half RoPE x * cos + [x[h:], x[:h]] * sin with the sign folded into sin; cos and "
+        "sin broadcast to x; float32, CPU");
   m.def("threads", [] { return rl::pool().size(); }, "threads an op may use");
   m.def("simd_level", &rl::simd_level, "the CPU level the kernels were dispatched for");
 }

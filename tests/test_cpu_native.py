@@ -285,7 +285,8 @@ def test_attention_dispatches_decode_to_the_fused_kernel(ext, monkeypatch):
 
 def test_greedy_decode_equal_with_the_kernels_on_and_off(ext, monkeypatch):
     """End to end: a tiny model at SmolLM2's head dim (64, GQA 3/1) decodes the same greedy
-    tokens with every kernel, with all but the fused attention, and with none."""
+    tokens with every kernel, with all but the fused attention, also without the native RoPE,
+    and with none."""
     monkeypatch.setattr(cpu_ops, "ENABLED", True)
     config = dict(LLAMA, hidden_size=192, num_attention_heads=3, num_key_value_heads=1, head_dim=64)
     g = Gwen(tiny_model(config), tiny_tokenizer(config["vocab_size"]))
@@ -297,10 +298,58 @@ def test_greedy_decode_equal_with_the_kernels_on_and_off(ext, monkeypatch):
     assert calls, "the fused kernel was not used"
     monkeypatch.setattr(cpu_ops, "FUSED_MAX_QUERIES", 0)
     no_fused = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
+    monkeypatch.setattr(cpu_ops, "NATIVE_ROPE", False)
+    no_rope = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
     monkeypatch.setattr(cpu_native, "load", lambda: None)
     off = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
-    assert on.tokens.tolist() == no_fused.tokens.tolist() == off.tokens.tolist()
+    assert on.tokens.tolist() == no_fused.tokens.tolist() == no_rope.tokens.tolist()
+    assert on.tokens.tolist() == off.tokens.tolist()
     assert _err(on.logprobs, off.logprobs) < 1e-4
+
+
+@pytest.mark.parametrize("B,L,H,hd", [(1, 1, 9, 64), (64, 1, 3, 64), (2, 33, 9, 64), (3, 5, 2, 8)])
+def test_rope_matches_float64_and_the_compiled_twin(ext, B, L, H, hd):
+    """RoPE from cpu_ops' tables on the model's layout (the projection (B, L, H, hd) transposed,
+    read in place), values and the gradient of x, against float64 and the compiled twin; a
+    last axis that is not contiguous takes the strided loop."""
+    rng = np.random.default_rng(B * L + hd)
+    x = mx.array(rng.normal(size=(B, L, H, hd)).astype(np.float32)).transpose(0, 2, 1, 3)
+    inv_freq = 10000.0 ** (-mx.arange(0, hd, 2, dtype=mx.float32) / hd)
+    cos, sin = cpu_ops.rope_tables(inv_freq, 1.0, mx.array(np.arange(B) * 7, mx.int32), L)
+    x64, c64, s64 = (np.array(a, dtype=np.float64) for a in (x, cos, sin))
+    h = hd // 2
+    ref = x64 * c64 + np.concatenate([x64[..., h:], x64[..., :h]], axis=-1) * s64
+    ours = ext.rope(x, cos, sin)
+    assert _err(ours, ref) < 2e-6 * max(1.0, np.abs(ref).max()), _err(ours, ref)
+    assert _err(ours, cpu_ops._rope_apply(x, cos, sin)) < 2e-6 * max(1.0, np.abs(ref).max())
+    g = mx.array(rng.normal(size=x.shape).astype(np.float32))
+    dx = mx.grad(lambda a: (ext.rope(a, cos, sin) * g).sum())(x)
+    want = mx.grad(lambda a: (cpu_ops._rope_apply(a, cos, sin) * g).sum())(x)
+    assert _err(dx, want) < 2e-6 * max(1.0, float(mx.abs(want).max())), _err(dx, want)
+    strided = mx.array(np.ascontiguousarray(np.array(x).swapaxes(-1, -2))).swapaxes(-1, -2)
+    assert _err(ext.rope(strided, cos, sin), ours) == 0
+
+
+def test_rope_dispatch_and_table_gradients(ext, monkeypatch):
+    """cpu_ops.rope_apply goes native for float32 under the switch and to the twin with
+    NATIVE_ROPE off or float16; the tables' gradients (unused by the model) equal the twin's."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(2)
+    x = mx.array(rng.normal(size=(2, 3, 4, 8)).astype(np.float32))
+    cos, sin = (mx.array(rng.normal(size=(2, 1, 4, 8)).astype(np.float32)) for _ in range(2))
+    calls = []
+    real = ext.rope
+    monkeypatch.setattr(ext, "rope", lambda *a: calls.append(1) or real(*a))
+    want = cpu_ops._rope_apply(x, cos, sin)
+    assert _err(cpu_ops.rope_apply(x, cos, sin), want) < 1e-6 and len(calls) == 1
+    cpu_ops.rope_apply(x.astype(mx.float16), cos, sin)
+    monkeypatch.setattr(cpu_ops, "NATIVE_ROPE", False)
+    assert _err(cpu_ops.rope_apply(x, cos, sin), want) < 1e-6 and len(calls) == 1
+    g = mx.array(rng.normal(size=x.shape).astype(np.float32))
+    ours = mx.grad(lambda c, s: (ext.rope(x, c, s) * g).sum(), (0, 1))(cos, sin)
+    twin = mx.grad(lambda c, s: (cpu_ops._rope_apply(x, c, s) * g).sum(), (0, 1))(cos, sin)
+    for a, b in zip(ours, twin, strict=True):
+        assert a.shape == b.shape == cos.shape and _err(a, b) < 1e-5
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 31), (3, 32), (5, 33), (33, 1000), (40, 4096)])
