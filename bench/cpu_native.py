@@ -6,7 +6,8 @@ nn.silu(g)*u, cpu_ops' compiled polynomial stand-in, ours) and attention's maske
 per eval, one per layer of SmolLM2-135M) and an update shape (32 x 128 positions, one call),
 forward and forward+backward; the arms alternate for --rounds rounds, medians and ratios printed.
 `decode`: one decode step of the embedded SmolLM2-135M (30 blocks + LM head) at 32 and 64 rows
-with the kernels on and off, alternating step by step in one process.
+with the kernels on, on but for the fused decode attention, on but for RoPE, and off,
+alternating round by round in one process.
 """
 
 import argparse
@@ -126,31 +127,48 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
 
     g = Gwen.load("smollm2-135m")
     W = g.model.lm_head_weight()
-    real_load = cpu_native.load
+    real = (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE)
+    # "on": every kernel; "no fused attn": all but decode attention (the matmul path with the
+    # native softmax); "no native rope": all but RoPE (the compiled twin); "off": cpu_ops' plain
+    # stand-ins.
+    arms = {
+        "on": real,
+        "no fused attn": (real[0], 0, real[2]),
+        "no native rope": (real[0], real[1], False),
+        "off": (lambda: None, real[1], real[2]),
+    }
     out = []
     for rows in rows_list:
         tokens, pad = g.left_pad([g.chat_tokens(p) for p in PROMPTS])
-        cache, _ = g.prefill(tokens, pad, tokens.shape[1] + (2 * rounds + 2) * steps + 8)
+        n_runs = len(arms) * (rounds + 1)
+        cache, _ = g.prefill(tokens, pad, tokens.shape[1] + n_runs * steps + 8)
         cache = cache.broadcast_batch(rows // len(PROMPTS))
         tok = mx.ones((rows, 1), dtype=mx.int32)
-        times = {"on": [], "off": []}
-        for i in range(2 * rounds + 2):
-            arm = "on" if i % 2 == 0 else "off"
-            cpu_native.load = real_load if arm == "on" else (lambda: None)
+        times = {k: [] for k in arms}
+        for i in range(n_runs):
+            arm = list(arms)[i % len(arms)]
+            cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = arms[arm]
             t0 = time.perf_counter()
             for _ in range(steps):
                 h = g.model.hidden(tok, cache)
                 mx.eval(h[:, -1, :] @ W.T)
-            if i >= 2:  # the first round of each arm warms up
+            if i >= len(arms):  # the first round of each arm warms up
                 times[arm].append((time.perf_counter() - t0) / steps)
-        cpu_native.load = real_load
+        cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = real
         ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        gains = {
+            "speedup": ms["off"] / ms["on"],
+            "fused_attention_speedup": ms["no fused attn"] / ms["on"],
+            "native_rope_speedup": ms["no native rope"] / ms["on"],
+        }
         print(
-            f"decode step {rows} rows: kernels on {ms['on']:.1f} ms, off {ms['off']:.1f} ms "
-            f"({ms['off'] / ms['on']:.2f}x)",
+            f"decode step {rows} rows (cache {cache.offset} slots at the end): "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items())
+            + "; "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in gains.items()),
             flush=True,
         )
-        out.append({"rows": rows, "ms": ms, "speedup": ms["off"] / ms["on"]})
+        out.append({"rows": rows, "ms": ms, **gains})
     return out
 
 

@@ -8,8 +8,9 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
-silu·up, RMSNorm, the masked softmax and the log-prob row statistics on float32 run the fused
-native kernels (core/cpu_native.py) where they built. `blocked()` marks forward-only passes (the
+silu·up, RMSNorm, the masked softmax, decode attention (scores, softmax and values fused), RoPE
+and the log-prob row statistics on float32 run the native kernels (core/cpu_native.py) where they
+built. `blocked()` marks forward-only passes (the
 judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
 library: Metal/CUDA kernels live in core/kernels.py.
 """
@@ -210,11 +211,22 @@ def attention_cpu(q, k, v, scale, mask, in_blocks: bool = False):
     return mx.concatenate(rows, axis=0)
 
 
+# Queries per row up to which attention runs as the native fused kernel: decode (1) and short
+# continuations. Training's forwards (prompt + completion, far longer) keep the matmul path,
+# whose backward reuses its softmax (knowledge/cpu_extension.md has the figures).
+FUSED_MAX_QUERIES = 16
+
+
 def attention(q, k, v, scale: float, mask: mx.array) -> mx.array:
-    """Masked GQA attention (B, H, L, hd); `mask` boolean (B, 1, L, S)."""
-    if ENABLED:
-        return attention_cpu(q, k, v, scale, mask, in_blocks=_blocked)
-    return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    """Masked GQA attention (B, H, L, hd); `mask` boolean (B, 1, L, S). Decode (few queries,
+    float32) runs the native fused kernel over the cache's view; it gives zeros, not NaN, for a
+    query with no key set (model.attention_mask never makes one)."""
+    if not ENABLED:
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    fused = q.shape[2] <= FUSED_MAX_QUERIES and mask.dtype == mx.bool_
+    if fused and (ext := native(q, k, v)) is not None:
+        return ext.decode_attention(q, k, v, mask, scale)
+    return attention_cpu(q, k, v, scale, mask, in_blocks=_blocked)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,7 +261,18 @@ def rope_for(rope, positions: mx.array, length: int):
     if not ENABLED:
         return lambda x: rope(x, positions)
     cos, sin = rope_tables(rope.inv_freq, rope.scale, positions, length)
-    return lambda x: _rope_apply(x, cos, sin)
+    return lambda x: rope_apply(x, cos, sin)
+
+
+NATIVE_ROPE = True  # the native RoPE kernel under the switch (bench/cpu_native.py toggles it)
+
+
+def rope_apply(x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
+    """x * cos + rotate_half(x) * sin (sign folded into sin): the native kernel for float32, which
+    reads the transposed projections in place, else the compiled twin."""
+    if NATIVE_ROPE and (ext := native(x, cos, sin)) is not None:
+        return ext.rope(x, cos, sin)
+    return _rope_apply(x, cos, sin)
 
 
 # ----------------------------------------------------------------------------------------------

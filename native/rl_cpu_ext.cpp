@@ -1,6 +1,7 @@
 // Fused CPU kernels for rl-values as MLX primitives: RMSNorm, silu(g)*u and a masked softmax,
-// forward and backward, and the LM head's row statistics (log-sum-exp, entropy, the softmax
-// gradient) over (rows, vocabulary chunk) logits.
+// forward and backward; decode attention (scores, masked softmax and values in one pass over
+// the KV cache's view); rotate-half RoPE from cos/sin tables; and the LM head's row statistics
+// (log-sum-exp, entropy, the softmax gradient) over (rows, vocabulary chunk) logits.
 //
 // Each op is an mlx::core::Primitive whose eval_cpu enqueues its work on the primitive's CPU
 // stream through MLX's command encoder, so it is ordered with the stream's other ops. Inside that
@@ -10,12 +11,14 @@
 // float32 inputs on the CPU backend. No GPU implementation: eval_gpu throws.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -334,6 +337,162 @@ void softmax_grad_rows(const float* z, const float* lse, const float* c, const f
   }
 }
 
+// Rotate-half RoPE on one row of hd floats: y = x * c + rot(x) * s, rot(x) = [x[h:], x[:h]],
+// with the sign folded into s ([-sin, sin]), as cpu_ops' tables are built. Strides in elements
+// (the unit-stride case vectorizes).
+RL_CLONES
+void rope_row(const float* x, int64_t xe, const float* c, int64_t ce, const float* s, int64_t se,
+              float* y, int64_t hd) {
+  const int64_t h = hd / 2;
+  if (xe == 1 && ce == 1 && se == 1) {
+#pragma omp simd
+    for (int64_t t = 0; t < h; ++t) y[t] = x[t] * c[t] + x[t + h] * s[t];
+#pragma omp simd
+    for (int64_t t = h; t < hd; ++t) y[t] = x[t] * c[t] + x[t - h] * s[t];
+    return;
+  }
+  for (int64_t t = 0; t < hd; ++t) {
+    int64_t u = t < h ? t + h : t - h;
+    y[t] = x[t * xe] * c[t * ce] + x[u * xe] * s[t * se];
+  }
+}
+
+// Decode attention for one (batch row, kv head) block: the rep * L query rows sharing kv head g
+// (row r = i * L + l is query head g * rep + i at query l; rows contiguous, hd floats each) over
+// S keys read in place from the cache (key j at k + j * ks, value j at v + j * vs). The scores
+// go to `sc` (R x S), become the masked softmax in place (row r's mask entry for key j at
+// mask + i * mh + l * mq + j * mk), then out_r = sum_j p[r, j] v_j. Each key and value row is read
+// from memory once and reused by the block's R query rows; the next block's rows are prefetched
+// while this one computes (the cache's blocks sit `capacity` slots apart, which the hardware
+// prefetcher does not guess).
+struct AttnBlock {
+  const float *q, *k, *v;
+  const bool* mask;
+  float *out, *sc;
+  int64_t ks, vs, mh, mq, mk, rep, L, S, hd;
+  float scale;
+  const float* next_k;  // the next block's first key row, or null
+};
+
+RL_INLINE void prefetch_row(const float* p, int64_t n) {
+#if defined(__GNUC__)
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+#endif
+}
+
+#if defined(__GNUC__) && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define RL_VEC8 1
+#endif
+#endif
+
+#ifdef RL_VEC8
+// Eight float lanes (GCC/Clang vector extension): one AVX register in the x86-64-v3 clone, two
+// SSE registers in the baseline one. The helpers are always inlined, so GCC's note that passing
+// such a vector by value has another ABI without AVX (-Wpsabi) never applies.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+RL_INLINE v8f load8(const float* p) {
+  v8f x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+// Lane u of the result: the sum of a[u]'s lanes (eight horizontal sums in 7 shuffle-adds).
+RL_INLINE v8f hsum8(const v8f* a) {
+  v8f x[4], y[2];
+  for (int i = 0; i < 4; ++i) {
+    x[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  for (int i = 0; i < 2; ++i) {
+    y[i] = __builtin_shufflevector(x[2 * i], x[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(x[2 * i], x[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  return __builtin_shufflevector(y[0], y[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(y[0], y[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+#endif
+
+// sc[r * S + j] = scale * q_r . k_j for keys [j0, S): one dot at a time.
+RL_INLINE void attn_scores_plain(const AttnBlock& a, int64_t hd, int64_t j0) {
+  const int64_t R = a.rep * a.L;
+  for (int64_t j = j0; j < a.S; ++j) {
+    const float* kj = a.k + j * a.ks;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* qr = a.q + r * hd;
+      float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+      for (int64_t t = 0; t < hd; ++t) d += qr[t] * kj[t];
+      a.sc[r * a.S + j] = d * a.scale;
+    }
+  }
+}
+
+template <int HD>
+RL_INLINE void attn_block(const AttnBlock& a) {
+  const int64_t hd = HD > 0 ? HD : a.hd;
+  const int64_t R = a.rep * a.L, S = a.S;
+  int64_t j0 = 0;
+#ifdef RL_VEC8
+  if constexpr (HD > 0 && HD % 8 == 0) {
+    // Eight keys at a time: eight independent FMA chains per query row, then one transposing
+    // horizontal sum, instead of a dependent chain and a scalar sum per dot.
+    for (; j0 + 8 <= S; j0 += 8) {
+      for (int u = 0; u < 8; ++u) prefetch_row(a.v + (j0 + u) * a.vs, HD);
+      for (int64_t r = 0; r < R; ++r) {
+        const float* qr = a.q + r * HD;
+        v8f acc[8] = {};
+        for (int c = 0; c < HD; c += 8) {
+          v8f qc = load8(qr + c);
+          for (int u = 0; u < 8; ++u) acc[u] += qc * load8(a.k + (j0 + u) * a.ks + c);
+        }
+        v8f sums = hsum8(acc) * a.scale;
+        std::memcpy(a.sc + r * S + j0, &sums, sizeof sums);
+      }
+    }
+  }
+#endif
+  attn_scores_plain(a, hd, j0);
+  for (int64_t r = 0; r < R; ++r) {
+    const bool* mrow = a.mask + (r / a.L) * a.mh + (r % a.L) * a.mq;
+    float* pr = a.sc + r * S;
+    masked_softmax_row(pr, mrow, a.mk, pr, S);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    const float* pr = a.sc + r * S;
+    float* o = a.out + r * hd;
+    const float* pf = r == 0 ? a.next_k : nullptr;  // spread over the first row's loop
+    if constexpr (HD > 0) {
+      float acc[HD] = {};
+      for (int64_t j = 0; j < S; ++j) {
+        if (pf != nullptr) prefetch_row(pf + j * a.ks, HD);
+        const float p = pr[j];
+        if (p == 0.0f) continue;  // masked slots (left padding): skipped, never 0 * garbage
+        const float* vj = a.v + j * a.vs;
+#pragma omp simd
+        for (int64_t t = 0; t < HD; ++t) acc[t] += p * vj[t];
+      }
+      std::memcpy(o, acc, sizeof acc);
+    } else {
+      std::fill(o, o + hd, 0.0f);
+      for (int64_t j = 0; j < S; ++j) {
+        if (pf != nullptr) prefetch_row(pf + j * a.ks, hd);
+        const float p = pr[j];
+        if (p == 0.0f) continue;
+        const float* vj = a.v + j * a.vs;
+#pragma omp simd
+        for (int64_t t = 0; t < hd; ++t) o[t] += p * vj[t];
+      }
+    }
+  }
+}
+
+RL_CLONES void attn_block_64(const AttnBlock& a) { attn_block<64>(a); }
+RL_CLONES void attn_block_128(const AttnBlock& a) { attn_block<128>(a); }
+RL_CLONES void attn_block_any(const AttnBlock& a) { attn_block<0>(a); }
+
 // ---------------------------------------------------------------------------------------------
 // Primitives
 
@@ -444,6 +603,34 @@ class SoftmaxGrad : public CpuPrimitive {
   const char* name() const override { return "RLSoftmaxGrad"; }
 };
 
+class DecodeAttention : public CpuPrimitive {
+ public:
+  DecodeAttention(mx::Stream s, float scale) : CpuPrimitive(s), scale_(scale) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
+                             const std::vector<mx::array>& cotangents,
+                             const std::vector<int>& argnums,
+                             const std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "RLDecodeAttention"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return scale_ == static_cast<const DecodeAttention&>(other).scale_;
+  }
+
+ private:
+  float scale_;
+};
+
+class Rope : public CpuPrimitive {
+ public:
+  explicit Rope(mx::Stream s) : CpuPrimitive(s) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
+                             const std::vector<mx::array>& cotangents,
+                             const std::vector<int>& argnums,
+                             const std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "RLRope"; }
+};
+
 // ---- ops (graph building): inputs made row-contiguous float32 on the CPU stream
 
 mx::Stream cpu_stream(mx::StreamOrDevice s) {
@@ -486,6 +673,56 @@ mx::array masked_softmax(const mx::array& scores, const mx::array& mask,
   auto sc = mx::contiguous(scores, false, st);
   auto m = mx::broadcast_to(mask, scores.shape(), st);
   return mx::array(scores.shape(), mx::float32, std::make_shared<MaskedSoftmax>(st), {sc, m});
+}
+
+// Masked GQA attention: q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of Hkv (query
+// head h reads kv head h / (H / Hkv)), mask bool broadcastable to (B, H, L, S). k and v are read
+// in place with their strides (a cache buffer's [:, :, :S] view is not copied); q is made
+// contiguous (it is small at decode). For few queries (decode): every query row is one dot per key.
+mx::array decode_attention(const mx::array& q, const mx::array& k, const mx::array& v,
+                           const mx::array& mask, float scale, mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  for (auto* a : {&q, &k, &v}) check_f32(*a, "decode_attention");
+  if (mask.dtype() != mx::bool_) throw std::invalid_argument("decode_attention: mask must be bool");
+  if (q.ndim() != 4 || k.ndim() != 4 || v.shape() != k.shape() || q.shape(0) != k.shape(0) ||
+      q.shape(3) != k.shape(3) || k.shape(1) == 0 || q.shape(1) % k.shape(1) != 0) {
+    throw std::invalid_argument(
+        "decode_attention: want q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of "
+        "Hkv");
+  }
+  mx::Shape full = {q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
+  bool fits = mask.ndim() <= 4;
+  for (int i = 1; fits && i <= mask.ndim(); ++i) {
+    fits = mask.shape(-i) == 1 || mask.shape(-i) == full[4 - i];
+  }
+  if (!fits) {
+    throw std::invalid_argument(
+        "decode_attention: mask must broadcast to (B, H, L, S) = (" + std::to_string(full[0]) +
+        ", " + std::to_string(full[1]) + ", " + std::to_string(full[2]) + ", " +
+        std::to_string(full[3]) + "); pass one mask entry per cache slot read");
+  }
+  auto m = mx::broadcast_to(mask, full, st);
+  return mx::array(q.shape(), mx::float32, std::make_shared<DecodeAttention>(st, scale),
+                   {mx::contiguous(q, false, st), k, v, m});
+}
+
+// Rotate-half RoPE: x (..., hd) float32 with hd even, cos and the sign-folded sin broadcastable
+// to x (cpu_ops' (B, 1, L, hd) tables against (B, H, L, hd)); all read in place with their
+// strides (the transposed projections are not copied), the output contiguous.
+mx::array rope(const mx::array& x, const mx::array& cos, const mx::array& sin,
+               mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  for (auto* a : {&x, &cos, &sin}) check_f32(*a, "rope");
+  if (x.ndim() < 1 || x.ndim() > 4 || x.shape(-1) % 2 != 0) {
+    throw std::invalid_argument("rope: x must have 1 to 4 axes and an even last axis");
+  }
+  if (cos.ndim() > x.ndim() || sin.ndim() > x.ndim() || cos.shape(-1) != x.shape(-1) ||
+      sin.shape(-1) != x.shape(-1)) {
+    throw std::invalid_argument("rope: cos and sin must broadcast to x with x's last axis");
+  }
+  auto c = mx::broadcast_to(cos, x.shape(), st);
+  auto sn = mx::broadcast_to(sin, x.shape(), st);
+  return mx::array(x.shape(), mx::float32, std::make_shared<Rope>(st), {x, c, sn});
 }
 
 void check_rows(const mx::array& z, const char* op) {
@@ -720,6 +957,168 @@ void SoftmaxGrad::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::arr
   });
 }
 
+// Element offset of row r (an index over all axes but the last) in a strided array.
+int64_t row_offset(int64_t r, const std::vector<int64_t>& shape, const std::vector<int64_t>& st) {
+  int64_t off = 0;
+  for (int64_t a = static_cast<int64_t>(shape.size()) - 1; a >= 0; --a) {
+    off += (r % shape[a]) * st[a];
+    r /= shape[a];
+  }
+  return off;
+}
+
+void Rope::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& y = out[0];
+  alloc(y);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  enc.set_output_array(y);
+  int64_t hd = y.shape(-1), rows = hd ? static_cast<int64_t>(y.size()) / hd : 0;
+  std::vector<int64_t> shape(y.shape().begin(), y.shape().end() - 1);
+  auto lead = [](const mx::array& a) {
+    return std::vector<int64_t>(a.strides().begin(), a.strides().end() - 1);
+  };
+  enc.dispatch([xp = in[0].data<float>(), cp = in[1].data<float>(), sp = in[2].data<float>(),
+                yp = y.data<float>(), xe = in[0].strides().back(), ce = in[1].strides().back(),
+                se = in[2].strides().back(), xs = lead(in[0]), cs = lead(in[1]),
+                ss = lead(in[2]), shape = std::move(shape), rows, hd]() {
+    parallel_rows(rows, hd, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        rope_row(xp + row_offset(r, shape, xs), xe, cp + row_offset(r, shape, cs), ce,
+                 sp + row_offset(r, shape, ss), se, yp + r * hd, hd);
+      }
+    });
+  });
+}
+
+// dx = rope(g, cos, -sin) (the inverse rotation); d cos = g x and d sin = g rot(x), which the
+// broadcast's own vjp sums back to the tables' shapes (nothing here differentiates them).
+std::vector<mx::array> Rope::vjp(const std::vector<mx::array>& primals,
+                                 const std::vector<mx::array>& cotangents,
+                                 const std::vector<int>& argnums,
+                                 const std::vector<mx::array>&) {
+  auto st = stream();
+  auto& x = primals[0];
+  auto g = mx::astype(cotangents[0], mx::float32, st);
+  std::vector<mx::array> res;
+  for (int a : argnums) {
+    if (a == 0) {
+      res.push_back(mx::array(x.shape(), mx::float32, std::make_shared<Rope>(st),
+                              {g, primals[1], mx::negative(primals[2], st)}));
+    } else if (a == 1) {
+      res.push_back(mx::multiply(g, x, st));
+    } else {
+      int h = x.shape(-1) / 2, n = x.ndim();
+      mx::Shape lo(n, 0), mid = x.shape(), hi = x.shape();
+      mid.back() = h;
+      lo.back() = h;
+      auto rot = mx::concatenate({mx::slice(x, lo, hi, st), mx::slice(x, mx::Shape(n, 0), mid, st)},
+                                 -1, st);
+      res.push_back(mx::multiply(g, rot, st));
+    }
+  }
+  return res;
+}
+
+// A 4-D view of k or v with last stride 1 is read in place; anything else is gathered into a
+// contiguous buffer first (inside the task, once its data is ready).
+struct View4 {
+  const float* data;
+  std::array<int64_t, 4> shape, strides;
+  bool direct() const { return shape[3] <= 1 || strides[3] == 1; }
+  // Element strides over (B, Hkv, S) of what the kernel reads: the view's, or the gathered copy's.
+  std::array<int64_t, 3> read_strides() const {
+    if (direct()) return {strides[0], strides[1], strides[2]};
+    return {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3]};
+  }
+  const float* read(std::vector<float>& buf) const {
+    if (direct()) return data;
+    buf.resize(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+    size_t i = 0;
+    for (int64_t a = 0; a < shape[0]; ++a)
+      for (int64_t b = 0; b < shape[1]; ++b)
+        for (int64_t c = 0; c < shape[2]; ++c)
+          for (int64_t d = 0; d < shape[3]; ++d)
+            buf[i++] = data[a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]];
+    return buf.data();
+  }
+};
+
+View4 view4(const mx::array& a) {
+  return {a.data<float>(),
+          {a.shape(0), a.shape(1), a.shape(2), a.shape(3)},
+          {a.strides(0), a.strides(1), a.strides(2), a.strides(3)}};
+}
+
+void DecodeAttention::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& q = in[0];
+  auto& m = in[3];
+  auto& o = out[0];
+  alloc(o);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  enc.set_output_array(o);
+  int64_t B = q.shape(0), H = q.shape(1), L = q.shape(2), hd = q.shape(3);
+  int64_t Hkv = in[1].shape(1), S = in[1].shape(2), rep = H / Hkv;
+  std::array<int64_t, 4> mst = {m.strides(0), m.strides(1), m.strides(2), m.strides(3)};
+  enc.dispatch([qp = q.data<float>(), kv = view4(in[1]), vv = view4(in[2]), mp = m.data<bool>(),
+                op = o.data<float>(), B, H, L, hd, Hkv, S, rep, mst, scale = scale_]() {
+    std::vector<float> kbuf, vbuf;
+    const float* kp = kv.read(kbuf);
+    const float* vp = vv.read(vbuf);
+    auto kst = kv.read_strides(), vst = vv.read_strides();
+    auto block = hd == 64 ? attn_block_64 : hd == 128 ? attn_block_128 : attn_block_any;
+    parallel_rows(B * Hkv, S * hd, [&](int64_t b0, int64_t b1, int) {
+      std::vector<float> sc(static_cast<size_t>(rep * L * S));
+      for (int64_t bg = b0; bg < b1; ++bg) {
+        int64_t b = bg / Hkv, g = bg % Hkv, nb = (bg + 1) / Hkv, ng = (bg + 1) % Hkv;
+        int64_t rows = (b * H + g * rep) * L * hd;  // this block's first query row
+        bool last = bg + 1 == b1;
+        block({qp + rows, kp + b * kst[0] + g * kst[1], vp + b * vst[0] + g * vst[1],
+               mp + b * mst[0] + g * rep * mst[1], op + rows, sc.data(), kst[2], vst[2], mst[1],
+               mst[2], mst[3], rep, L, S, hd, scale,
+               last ? nullptr : kp + nb * kst[0] + ng * kst[1]});
+      }
+    });
+  });
+}
+
+// The gradient through the plain formula (scores by matmul, this file's masked softmax and its
+// backward): decode never asks for it, but a caller under autodiff gets the right values.
+std::vector<mx::array> DecodeAttention::vjp(const std::vector<mx::array>& primals,
+                                            const std::vector<mx::array>& cotangents,
+                                            const std::vector<int>& argnums,
+                                            const std::vector<mx::array>&) {
+  auto st = stream();
+  auto &q = primals[0], &k = primals[1], &v = primals[2], &m = primals[3];
+  int B = q.shape(0), H = q.shape(1), L = q.shape(2), hd = q.shape(3);
+  int Hkv = k.shape(1), S = k.shape(2), rep = H / Hkv;
+  auto qg = mx::reshape(q, {B, Hkv, rep * L, hd}, st);
+  auto kt = mx::swapaxes(k, -1, -2, st);
+  auto s = mx::multiply(mx::matmul(qg, kt, st), mx::array(scale_), st);  // (B, Hkv, rep*L, S)
+  auto p = mx::array(s.shape(), mx::float32, std::make_shared<MaskedSoftmax>(st),
+                     {mx::contiguous(s, false, st), mx::reshape(m, {B, Hkv, rep * L, S}, st)});
+  auto c = mx::astype(cotangents[0], mx::float32, st);
+  auto cg = mx::reshape(c, {B, Hkv, rep * L, hd}, st);
+  auto dp = mx::contiguous(mx::matmul(cg, mx::swapaxes(v, -1, -2, st), st), false, st);
+  auto ds = mx::multiply(
+      mx::array(s.shape(), mx::float32, std::make_shared<SoftmaxVJP>(st), {p, dp}),
+      mx::array(scale_), st);
+  std::vector<mx::array> res;
+  for (int a : argnums) {
+    if (a == 0) {
+      res.push_back(mx::reshape(mx::matmul(ds, k, st), q.shape(), st));
+    } else if (a == 1) {
+      res.push_back(mx::matmul(mx::swapaxes(ds, -1, -2, st), qg, st));
+    } else if (a == 2) {
+      res.push_back(mx::matmul(mx::swapaxes(p, -1, -2, st), cg, st));
+    } else {
+      res.push_back(mx::zeros_like(m, st));
+    }
+  }
+  return res;
+}
+
 std::vector<mx::array> SiluMul::vjp(const std::vector<mx::array>& primals,
                                     const std::vector<mx::array>& cotangents,
                                     const std::vector<int>& argnums,
@@ -763,6 +1162,15 @@ NB_MODULE(rl_cpu_ext, m) {
   m.def("softmax_grad", &rl::softmax_grad, "z"_a, "lse"_a, "c"_a, "gh"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "exp(z - lse) * (c - gh * (z - lse)) with lse, c, gh per row; float32. No autodiff.");
+  m.def("decode_attention", &rl::decode_attention, "q"_a, "k"_a, "v"_a, "mask"_a, "scale"_a,
+        nb::kw_only(), "stream"_a = nb::none(),
+        "masked GQA attention for few queries: q (B, H, L, hd), k and v (B, Hkv, S, hd) read in "
+        "place, mask bool broadcastable to (B, H, L, S); scores, masked softmax and values in one "
+        "pass per (row, kv head); a query with no key set gives zeros. float32, CPU; the "
+        "gradient goes through the plain formula.");
+  m.def("rope", &rl::rope, "x"_a, "cos"_a, "sin"_a, nb::kw_only(), "stream"_a = nb::none(),
+        "rotate-half RoPE x * cos + [x[h:], x[:h]] * sin with the sign folded into sin; cos and "
+        "sin broadcast to x; float32, CPU");
   m.def("threads", [] { return rl::pool().size(); }, "threads an op may use");
   m.def("simd_level", &rl::simd_level, "the CPU level the kernels were dispatched for");
 }

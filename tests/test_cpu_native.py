@@ -21,6 +21,10 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
+from helpers import LLAMA, tiny_model, tiny_tokenizer
+
+import model
+from gwen import Gwen
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS = 1e-5
@@ -175,6 +179,177 @@ def test_attention_with_the_kernel_matches_sdpa(ext, monkeypatch):
     ours = cpu_ops.attention(q, k, v, 0.25, mask)
     want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.25, mask=mask)
     assert _err(ours, want) < 1e-5, _err(ours, want)
+
+
+def _attention_ref(q, k, v, mask, scale):
+    """float64 masked GQA attention; a query with no key set gives zeros."""
+    q, k, v = (np.array(a, dtype=np.float64) for a in (q, k, v))
+    B, H, L, hd = q.shape
+    rep = H // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)  # head h reads kv head h // rep
+    s = np.einsum("bhld,bhsd->bhls", q, k) * scale
+    p, _ = _softmax_ref(s, np.broadcast_to(np.array(mask), s.shape), np.zeros_like(s))
+    return np.einsum("bhls,bhsd->bhld", p, v)
+
+
+def _decode_case(rng, B, H, Hkv, L, S, hd, capacity):
+    """q (B, H, L, hd) and k, v as the cache's [:, :, :S] views of (B, Hkv, capacity, hd) buffers;
+    the model's mask (B, 1, L, S) with row b left-padded by b % 4 slots, and the last row's
+    first query seeing nothing (a fully masked row)."""
+    q = mx.array(rng.normal(size=(B, H, L, hd)).astype(np.float32))
+    kb, vb = (
+        mx.array(rng.normal(size=(B, Hkv, capacity, hd)).astype(np.float32)) for _ in range(2)
+    )
+    pad = mx.array((np.arange(B) % 4).clip(max=S - L).astype(np.int32))
+    mask = np.array(model.attention_mask(pad, S - L, L))
+    if B > 1:
+        mask[-1, :, 0, :] = False
+    return q, kb[:, :, :S], vb[:, :, :S], mx.array(mask)
+
+
+DECODE_CASES = [  # (B, H, Hkv, L, S, hd): GQA 9/3 at SmolLM2's head dim, odd heads and lengths
+    (1, 9, 3, 1, 1, 64),
+    (2, 9, 3, 1, 31, 64),
+    (3, 9, 3, 1, 32, 64),
+    (5, 9, 3, 1, 33, 64),
+    (64, 9, 3, 1, 33, 64),  # the threaded path
+    (64, 9, 3, 1, 130, 64),
+    (2, 5, 1, 3, 33, 64),
+    (2, 4, 2, 2, 17, 128),
+    (3, 6, 3, 1, 31, 8),  # the generic head dim (tiny test models)
+    (2, 3, 3, 4, 9, 33),
+]
+
+
+@pytest.mark.parametrize("B,H,Hkv,L,S,hd", DECODE_CASES)
+def test_decode_attention_matches_float64_and_the_plain_path(ext, B, H, Hkv, L, S, hd):
+    """The fused kernel over the cache's view against float64, cpu_ops' matmul path and MLX's
+    fused attention (those two only on queries with a key: they give NaN where none is set)."""
+    rng = np.random.default_rng(B * 1000 + S * 10 + hd)
+    q, k, v, mask = _decode_case(rng, B, H, Hkv, L, S, hd, capacity=S + 7)
+    scale = hd**-0.5
+    ours = ext.decode_attention(q, k, v, mask, scale)
+    ref = _attention_ref(q, k, v, mask, scale)
+    assert ours.shape == q.shape and ours.dtype == mx.float32
+    assert _err(ours, ref) < 2e-6 * max(1.0, np.abs(ref).max()), _err(ours, ref)
+    seen = np.broadcast_to(np.array(mask).any(-1, keepdims=True), ours.shape)
+    if not seen.all():
+        assert np.all(np.array(ours)[~seen] == 0.0)
+    for twin in (
+        cpu_ops._attention_block(q, k, v, scale, mask),
+        mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
+    ):
+        assert _err(np.where(seen, np.array(ours), 0), np.where(seen, np.array(twin), 0)) < 2e-6
+
+
+def test_decode_attention_gradient_and_a_strided_cache(ext):
+    """The gradient (through the plain formula) equals the matmul path's for q, k and v; a k/v
+    whose last axis is not contiguous (a transposed buffer) is gathered, with the same values."""
+    rng = np.random.default_rng(11)
+    q, k, v, mask = _decode_case(rng, 4, 9, 3, 2, 21, 64, capacity=30)
+    mask = mx.array(np.array(mask)[:3].tolist() + [np.ones((1, 2, 21), bool).tolist()])
+    g = mx.array(rng.normal(size=q.shape).astype(np.float32))
+
+    def loss(fn):
+        return lambda a, b, c: (fn(a, b, c) * g).sum()
+
+    ours = mx.grad(loss(lambda a, b, c: ext.decode_attention(a, b, c, mask, 0.125)), (0, 1, 2))
+    plain = mx.grad(loss(lambda a, b, c: cpu_ops._attention_block(a, b, c, 0.125, mask)), (0, 1, 2))
+    for got, want in zip(ours(q, k, v), plain(q, k, v), strict=True):
+        assert _err(got, want) < 1e-5 * max(1.0, float(mx.abs(want).max())), _err(got, want)
+    kt = mx.array(np.ascontiguousarray(np.array(k).swapaxes(-1, -2))).swapaxes(-1, -2)
+    gathered = ext.decode_attention(q, kt, v, mask, 0.125)
+    assert _err(gathered, ext.decode_attention(q, k, v, mask, 0.125)) == 0
+
+
+def test_attention_dispatches_decode_to_the_fused_kernel(ext, monkeypatch):
+    """cpu_ops.attention: few queries go to the fused kernel, longer ones to the matmul path; both
+    give MLX's fused attention's values (on queries with a key); the switch at 0 turns the fused
+    kernel off."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    calls = []
+    real = ext.decode_attention
+    monkeypatch.setattr(ext, "decode_attention", lambda *a: calls.append(a[0].shape) or real(*a))
+    rng = np.random.default_rng(4)
+    for L in (1, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.FUSED_MAX_QUERIES + 1):
+        q, k, v, mask = _decode_case(rng, 3, 9, 3, L, L + 20, 64, capacity=L + 24)
+        want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask=mask)
+        got = cpu_ops.attention(q, k, v, 0.125, mask)
+        seen = np.broadcast_to(np.array(mask).any(-1, keepdims=True), got.shape)
+        assert _err(np.where(seen, got, 0), np.where(seen, want, 0)) < 2e-6
+    assert [shape[2] for shape in calls] == [1, cpu_ops.FUSED_MAX_QUERIES]
+    monkeypatch.setattr(cpu_ops, "FUSED_MAX_QUERIES", 0)
+    cpu_ops.attention(q[:, :, :1], k, v, 0.125, mask[:, :, :1])
+    assert len(calls) == 2
+
+
+def test_greedy_decode_equal_with_the_kernels_on_and_off(ext, monkeypatch):
+    """End to end: a tiny model at SmolLM2's head dim (64, GQA 3/1) decodes the same greedy
+    tokens with every kernel, with all but the fused attention, also without the native RoPE,
+    and with none."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    config = dict(LLAMA, hidden_size=192, num_attention_heads=3, num_key_value_heads=1, head_dim=64)
+    g = Gwen(tiny_model(config), tiny_tokenizer(config["vocab_size"]))
+    prompts = ["t5 t6 t7", "t8 t9", "t10 t11 t12 t13 t14 t15 t16 t17 t18"]
+    calls = []
+    real = ext.decode_attention
+    monkeypatch.setattr(ext, "decode_attention", lambda *a: calls.append(1) or real(*a))
+    on = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
+    assert calls, "the fused kernel was not used"
+    monkeypatch.setattr(cpu_ops, "FUSED_MAX_QUERIES", 0)
+    no_fused = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
+    monkeypatch.setattr(cpu_ops, "NATIVE_ROPE", False)
+    no_rope = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
+    monkeypatch.setattr(cpu_native, "load", lambda: None)
+    off = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
+    assert on.tokens.tolist() == no_fused.tokens.tolist() == no_rope.tokens.tolist()
+    assert on.tokens.tolist() == off.tokens.tolist()
+    assert _err(on.logprobs, off.logprobs) < 1e-4
+
+
+@pytest.mark.parametrize("B,L,H,hd", [(1, 1, 9, 64), (64, 1, 3, 64), (2, 33, 9, 64), (3, 5, 2, 8)])
+def test_rope_matches_float64_and_the_compiled_twin(ext, B, L, H, hd):
+    """RoPE from cpu_ops' tables on the model's layout (the projection (B, L, H, hd) transposed,
+    read in place), values and the gradient of x, against float64 and the compiled twin; a
+    last axis that is not contiguous takes the strided loop."""
+    rng = np.random.default_rng(B * L + hd)
+    x = mx.array(rng.normal(size=(B, L, H, hd)).astype(np.float32)).transpose(0, 2, 1, 3)
+    inv_freq = 10000.0 ** (-mx.arange(0, hd, 2, dtype=mx.float32) / hd)
+    cos, sin = cpu_ops.rope_tables(inv_freq, 1.0, mx.array(np.arange(B) * 7, mx.int32), L)
+    x64, c64, s64 = (np.array(a, dtype=np.float64) for a in (x, cos, sin))
+    h = hd // 2
+    ref = x64 * c64 + np.concatenate([x64[..., h:], x64[..., :h]], axis=-1) * s64
+    ours = ext.rope(x, cos, sin)
+    assert _err(ours, ref) < 2e-6 * max(1.0, np.abs(ref).max()), _err(ours, ref)
+    assert _err(ours, cpu_ops._rope_apply(x, cos, sin)) < 2e-6 * max(1.0, np.abs(ref).max())
+    g = mx.array(rng.normal(size=x.shape).astype(np.float32))
+    dx = mx.grad(lambda a: (ext.rope(a, cos, sin) * g).sum())(x)
+    want = mx.grad(lambda a: (cpu_ops._rope_apply(a, cos, sin) * g).sum())(x)
+    assert _err(dx, want) < 2e-6 * max(1.0, float(mx.abs(want).max())), _err(dx, want)
+    strided = mx.array(np.ascontiguousarray(np.array(x).swapaxes(-1, -2))).swapaxes(-1, -2)
+    assert _err(ext.rope(strided, cos, sin), ours) == 0
+
+
+def test_rope_dispatch_and_table_gradients(ext, monkeypatch):
+    """cpu_ops.rope_apply goes native for float32 under the switch and to the twin with
+    NATIVE_ROPE off or float16; the tables' gradients (unused by the model) equal the twin's."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    rng = np.random.default_rng(2)
+    x = mx.array(rng.normal(size=(2, 3, 4, 8)).astype(np.float32))
+    cos, sin = (mx.array(rng.normal(size=(2, 1, 4, 8)).astype(np.float32)) for _ in range(2))
+    calls = []
+    real = ext.rope
+    monkeypatch.setattr(ext, "rope", lambda *a: calls.append(1) or real(*a))
+    want = cpu_ops._rope_apply(x, cos, sin)
+    assert _err(cpu_ops.rope_apply(x, cos, sin), want) < 1e-6 and len(calls) == 1
+    cpu_ops.rope_apply(x.astype(mx.float16), cos, sin)
+    monkeypatch.setattr(cpu_ops, "NATIVE_ROPE", False)
+    assert _err(cpu_ops.rope_apply(x, cos, sin), want) < 1e-6 and len(calls) == 1
+    g = mx.array(rng.normal(size=x.shape).astype(np.float32))
+    ours = mx.grad(lambda c, s: (ext.rope(x, c, s) * g).sum(), (0, 1))(cos, sin)
+    twin = mx.grad(lambda c, s: (cpu_ops._rope_apply(x, c, s) * g).sum(), (0, 1))(cos, sin)
+    for a, b in zip(ours, twin, strict=True):
+        assert a.shape == b.shape == cos.shape and _err(a, b) < 1e-5
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 31), (3, 32), (5, 33), (33, 1000), (40, 4096)])
