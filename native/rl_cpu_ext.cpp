@@ -464,28 +464,19 @@ RL_INLINE void attn_block(const AttnBlock& a) {
     const float* pr = a.sc + r * S;
     float* o = a.out + r * hd;
     const float* pf = r == 0 ? a.next_k : nullptr;  // spread over the first row's loop
-    if constexpr (HD > 0) {
-      float acc[HD] = {};
-      for (int64_t j = 0; j < S; ++j) {
-        if (pf != nullptr) prefetch_row(pf + j * a.ks, HD);
-        const float p = pr[j];
-        if (p == 0.0f) continue;  // masked slots (left padding): skipped, never 0 * garbage
-        const float* vj = a.v + j * a.vs;
+    // A fixed head dim sums on the stack (kept in registers), the generic one in the output.
+    float stack[HD > 0 ? HD : 1];
+    float* acc = HD > 0 ? stack : o;
+    std::fill(acc, acc + hd, 0.0f);
+    for (int64_t j = 0; j < S; ++j) {
+      if (pf != nullptr) prefetch_row(pf + j * a.ks, hd);
+      const float p = pr[j];
+      if (p == 0.0f) continue;  // masked slots (left padding): skipped, never 0 * garbage
+      const float* vj = a.v + j * a.vs;
 #pragma omp simd
-        for (int64_t t = 0; t < HD; ++t) acc[t] += p * vj[t];
-      }
-      std::memcpy(o, acc, sizeof acc);
-    } else {
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j < S; ++j) {
-        if (pf != nullptr) prefetch_row(pf + j * a.ks, hd);
-        const float p = pr[j];
-        if (p == 0.0f) continue;
-        const float* vj = a.v + j * a.vs;
-#pragma omp simd
-        for (int64_t t = 0; t < hd; ++t) o[t] += p * vj[t];
-      }
+      for (int64_t t = 0; t < hd; ++t) acc[t] += p * vj[t];
     }
+    if constexpr (HD > 0) std::memcpy(o, acc, sizeof stack);
   }
 }
 
