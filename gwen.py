@@ -326,16 +326,72 @@ class Trunk:
     completion: mx.array | None
 
 
-def _run_groups(model, x_prompt, x_completion, prompt_pad, group_size, layers, T, norm):
+# A right-padded batch is cut into a head (every row) and a tail (the rows still running) only
+# when that skips at least this share of its positions: a cut costs a KV-cache row gather per
+# layer and a second pass of per-op overhead.
+RAGGED_MIN_SAVING = 0.1
+
+
+def ragged_cut(lengths, width: int) -> tuple[int, int] | None:
+    """How to run `width` right-padded positions of rows that need only their first `lengths`
+    (N,): (cut, top), the head [0, cut) for every row and the tail [cut, top) for the rows
+    longer than cut (top = the longest row; cut == top: no tail), the cut minimizing the
+    positions run, N * cut + (rows longer than cut) * (top - cut). None when that skips less
+    than RAGGED_MIN_SAVING of N * width (run the batch as it is)."""
+    lengths = np.minimum(np.asarray(lengths, dtype=np.int64), width)
+    n = lengths.size
+    top = int(lengths.max()) if n else 0
+    if top == 0:
+        return None
+    best, cut = n * top, top
+    for c in np.unique(lengths):
+        cost = n * int(c) + int((lengths > c).sum()) * (top - int(c))
+        if 0 < c < top and cost < best:
+            best, cut = cost, int(c)
+    return (cut, top) if n * width - best >= RAGGED_MIN_SAVING * n * width else None
+
+
+def ragged_blocks(model, x: mx.array, layers: range, cache: KVCache, lengths) -> mx.array:
+    """model.blocks over right-padded rows x (N, T, D) continuing `cache`, where row i needs only
+    its first lengths[i] positions: run as ragged_cut says, so padding past the rows' ends costs
+    (almost) nothing. The result is (N, T, D); a position at or past its row's length holds
+    either what the plain pass gives there or zeros, so read only positions < lengths. The cache
+    is spent (its offset no longer matches every row). Differentiable like model.blocks."""
+    N, T, D = x.shape
+    plan = ragged_cut(lengths, T)
+    if plan is None:
+        return model.blocks(x, layers, cache)
+    cut, top = plan
+    parts = [model.blocks(x[:, :cut], layers, cache)]
+    if top > cut:
+        long = np.flatnonzero(np.asarray(lengths) > cut)
+        rows = mx.array(long.astype(np.int32))
+        tail = model.blocks(x[rows, cut:top], layers, cache.take_rows(long.tolist()))
+        back = np.full(N, long.size, dtype=np.int32)  # a zero row for rows without a tail
+        back[long] = np.arange(long.size, dtype=np.int32)
+        zero = mx.zeros((1, top - cut, D), dtype=tail.dtype)
+        parts.append(mx.concatenate([tail, zero])[mx.array(back)])
+    if top < T:
+        parts.append(mx.zeros((N, T - top, D), dtype=parts[0].dtype))
+    return mx.concatenate(parts, axis=1)
+
+
+def _run_groups(
+    model, x_prompt, x_completion, prompt_pad, group_size, layers, T, norm, lengths=None
+):
     """Blocks `layers` over prompts (B, P, D), then over completion inputs (N, T-1, D) against
-    the prompt's keys broadcast to its G rows: (prompt's streams, completion's streams)."""
+    the prompt's keys broadcast to its G rows: (prompt's streams, completion's streams).
+    `lengths` (N,): completion positions each row needs (ragged_blocks), or None for all."""
     B, P, _ = x_prompt.shape
     cache = KVCache.for_model(model, B, P, prompt_pad)
     h_prompt = model.blocks(x_prompt, layers, cache)
     h_comp = None
     if x_completion is not None:
         cache = cache.broadcast_batch(group_size, capacity=P + T)
-        h_comp = model.blocks(x_completion, layers, cache)
+        if lengths is None:
+            h_comp = model.blocks(x_completion, layers, cache)
+        else:
+            h_comp = ragged_blocks(model, x_completion, layers, cache, lengths)
     if norm:
         h_prompt = model.final_norm(h_prompt)
         h_comp = None if h_comp is None else model.final_norm(h_comp)
@@ -363,12 +419,19 @@ def sequence_trunk(model, prompt_tokens, prompt_pad, completions, group_size, de
 
 
 def sequence_hidden(
-    model, prompt_tokens, prompt_pad, completions, group_size, trunk: Trunk | None = None
+    model,
+    prompt_tokens,
+    prompt_pad,
+    completions,
+    group_size,
+    trunk: Trunk | None = None,
+    lengths=None,
 ) -> mx.array:
     """(B*G, T, D) hidden states that predict completion tokens (B*G, T) given prompts (B, P),
     each prompt run once: the prompt's final state predicts token 0, the completion's state at
     t predicts token t + 1. With `trunk` (sequence_trunk of the same inputs), only the blocks
-    above its depth run."""
+    above its depth run. `lengths` (B*G,): only each row's first lengths[i] states are needed
+    (the others are zeros or junk: ragged_blocks skips most of them)."""
     _check_groups(prompt_tokens, completions, group_size)
     T = completions.shape[1]
     if trunk is None:
@@ -377,7 +440,10 @@ def sequence_hidden(
     else:
         first, x_prompt, x_comp = trunk.depth, trunk.prompt, trunk.completion
     layers = range(first, len(model.layers))
-    h_prompt, h_comp = _run_groups(model, x_prompt, x_comp, prompt_pad, group_size, layers, T, True)
+    comp_lengths = None if lengths is None else np.maximum(np.asarray(lengths) - 1, 0)
+    h_prompt, h_comp = _run_groups(
+        model, x_prompt, x_comp, prompt_pad, group_size, layers, T, True, comp_lengths
+    )
     h = mx.repeat(h_prompt[:, -1:, :], group_size, axis=0)  # (N, 1, D)
     return h if h_comp is None else mx.concatenate([h, h_comp], axis=1)  # (N, T, D)
 
@@ -392,6 +458,8 @@ def sequence_logprobs(
     return_entropy: bool = False,
     trunk: Trunk | None = None,
     valid: mx.array | None = None,
+    keep_logits: bool = False,
+    ragged: bool = False,
 ):
     """Log-probs of completions (B*G, T) given prompts (B, P), each prompt run once.
 
@@ -400,13 +468,17 @@ def sequence_logprobs(
     A frozen LM head (LoRA, or the embedding not trained) gets no gradient computed.
     `trunk`: as in sequence_hidden. `valid` (B*G, T), e.g. the completion mask: the LM head runs
     only where it is nonzero (padding after EOS costs no vocabulary-sized matmul or softmax);
-    elsewhere log-prob and entropy are 0, so use them only under that mask."""
-    h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size, trunk)
+    elsewhere log-prob and entropy are 0, so use them only under that mask. `ragged` (with
+    `valid`): the blocks also skip most positions after each row's last valid token
+    (ragged_blocks). `keep_logits`: for a call that a backward follows (kernels.token_logprobs
+    keeps the head's logits for it)."""
+    if valid is not None and tuple(valid.shape) != tuple(completions.shape):
+        raise ValueError(f"valid has shape {valid.shape}, completions {completions.shape}")
+    lengths = last_nonzero(valid) if ragged and valid is not None else None
+    h = sequence_hidden(model, prompt_tokens, prompt_pad, completions, group_size, trunk, lengths)
     temperature = temperature if temperature > 0 else 1.0
     keep = None
     if valid is not None:
-        if tuple(valid.shape) != tuple(completions.shape):
-            raise ValueError(f"valid has shape {valid.shape}, completions {completions.shape}")
         flat = np.flatnonzero(np.asarray(valid).reshape(-1))
         keep = flat if flat.size < valid.size else None
         if flat.size == 0:  # nothing to score: no head at all
@@ -429,6 +501,7 @@ def sequence_logprobs(
         return_entropy=return_entropy,
         weight_grad=head_trains(model),
         entropy_grad=False,
+        keep_logits=keep_logits,
     )
     if keep is None:
         return outs
@@ -437,6 +510,13 @@ def sequence_logprobs(
         mx.concatenate([o, zero])[back].reshape(n, t) for o in (outs if return_entropy else (outs,))
     ]
     return tuple(spread) if return_entropy else spread[0]
+
+
+def last_nonzero(mask) -> np.ndarray:
+    """(N,) one past each row's last nonzero entry of `mask` (N, T); 0 for an all-zero row."""
+    m = np.asarray(mask).reshape(np.shape(mask)[0], -1) != 0
+    T = m.shape[1]
+    return np.where(m.any(axis=1), T - np.argmax(m[:, ::-1], axis=1), 0).astype(np.int64)
 
 
 def head_trains(model) -> bool:

@@ -117,7 +117,12 @@ class KVCache:
         counts = np.bincount(rows, minlength=self.batch)
         if (counts == counts[0]).all() and list(rows) == sorted(rows):
             return self.broadcast_batch(int(counts[0]), capacity)
-        out = self.broadcast_batch(1, capacity)
+        if capacity in (None, self.capacity):  # a gather alone: no copy at the new capacity
+            out = KVCache.__new__(KVCache)
+            out.keys, out.values = self.keys, self.values
+            out.pad, out.offset, out._pending = self.pad, self.offset, 0
+        else:
+            out = self.broadcast_batch(1, capacity)
         idx = mx.array(rows, dtype=mx.int32)
         out.keys = [k[idx] for k in out.keys]
         out.values = [v[idx] for v in out.values]

@@ -87,6 +87,7 @@ def build(cfg: TrainConfig, run_dir: Path, policy: Gwen | None = None, reward_fn
         cfg.judge_batch_size,
         records + eval_records,
         cfg.share_prefix,
+        ragged=cfg.ragged_tail,
         refresh=bool(cfg.reward_refresh),
         policy=cfg.model,
     )

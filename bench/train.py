@@ -12,26 +12,30 @@ but for rounding, while each step's work follows the lengths the policy gives. W
 recipes/values_smollm2.json): that run's shape, model, reward, LoRA and KL settings; flags given
 here override it.
 
-`--ab` alternates runs with every optimization in OPTIMIZATIONS on and with all of them off
-(`--rounds` pairs, on first), and prints both medians, their ratio and each arm's step parts.
+`--ab` alternates runs with every optimization on and with all of them off (`--rounds` pairs, on
+first), and prints both medians, their ratio and each arm's step parts. The optimizations are the
+TrainConfig switches in OPTIMIZATIONS and, on MLX's CPU backend, the native kernels
+(`native_kernels`: core/cpu_native.py; off, the stand-ins and plain ops of before them).
 `--off NAME` switches one optimization off (in both arms of an A/B: the other optimizations are
-then measured without it). `reference_s` is the shared frozen trunk plus the reference's
-log-probs, a part of `update_s`. Peers measured on the same machine are recorded in
-knowledge/benchmarks.md (TRL GRPOTrainer, mlx-lm-lora); they cannot run offline here. Under
-`mlx.launch -n N` the ranks split the same global batch and rank 0 reports
-(bench/distributed.py runs both and prints the ratio).
+then measured without it); `--keep NAME` keeps one on in the unoptimized arm too (say
+`--keep native_kernels`: the A/B of the other switches with the kernels in both arms).
+`reference_s` is the shared frozen trunk plus the reference's log-probs, a part of `update_s`.
+Peers measured on the same machine are recorded in knowledge/benchmarks.md (TRL GRPOTrainer,
+mlx-lm-lora); they cannot run offline here. Under `mlx.launch -n N` the ranks split the same
+global batch and rank 0 reports (bench/distributed.py runs both and prints the ratio).
 
   uv run python -m bench.train --config recipes/values_smollm2.json --ab --json
 """
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from core import backend, errors, flags, strict_json
+from core import backend, cpu_ops, errors, flags, strict_json
 from core.run_folder import read_metrics
 
 import mlx.core as mx
@@ -47,7 +51,12 @@ OPTIMIZATIONS = {
     "rollout_trunk": ("rollout_trunk", True, False),  # the update reuses sampling's trunk
     "head_valid_only": ("head_valid_only", True, False),  # no LM head on padding after EOS
     "drop_finished": ("drop_finished", True, False),  # ended answers leave the decode batch
+    "ragged_tail": ("ragged_tail", True, False),  # no blocks on most padding after EOS
+    "keep_head_logits": ("keep_head_logits", True, False),  # the head's backward reuses logits
 }
+# name -> context manager taking `on`: optimizations that are process settings, not config fields.
+PROCESS_SWITCHES = {"native_kernels": cpu_ops.native_kernels}
+NAMES = (*OPTIMIZATIONS, *PROCESS_SWITCHES)
 PARTS = ("rollout_s", "reward_s", "reference_s", "update_s")
 DEFAULTS = dict(model="smollm2-135m", reward="happy", prompts=8, group_size=8, max_tokens=64)
 
@@ -75,8 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--off",
         action="append",
         default=[],
-        choices=sorted(OPTIMIZATIONS),
-        help="switch this optimization off (repeatable)",
+        choices=sorted(NAMES),
+        help="switch this optimization off in both arms (repeatable)",
+    )
+    p.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        choices=sorted(NAMES),
+        help="--ab: keep this optimization on in the unoptimized arm too (repeatable)",
     )
     p.add_argument(
         "--eos",
@@ -127,11 +143,25 @@ def base_config(a, tmp: str) -> train.TrainConfig:
     return train.TrainConfig(**{**shape, **given, **fixed})
 
 
-def with_optimizations(cfg, on: bool, off: list[str], run_name: str) -> train.TrainConfig:
-    """`cfg` with every optimization on (except those in `off`) or all of them off."""
-    values = {field: (v_on if on and name not in off else v_off)
+def arm_switches(optimized: bool, off: list[str], keep: list[str]) -> dict[str, bool]:
+    """name -> on, for every optimization in one arm: the optimized arm has all of them but
+    `off`, the unoptimized arm only those in `keep` (and not in `off`)."""
+    return {n: n not in off and (optimized or n in keep) for n in NAMES}
+
+
+def with_optimizations(cfg, switches: dict[str, bool], run_name: str) -> train.TrainConfig:
+    """`cfg` with each config optimization on or off as `switches` says."""
+    values = {field: (v_on if switches[name] else v_off)
               for name, (field, v_on, v_off) in OPTIMIZATIONS.items()}  # fmt: skip
     return dataclasses.replace(cfg, **values, run_name=run_name)
+
+
+def run_arm(cfg, switches: dict[str, bool], run_name: str) -> list[dict]:
+    """timed_rows of `cfg` under `switches`, the process switches set around the run."""
+    with contextlib.ExitStack() as stack:
+        for name, switch in PROCESS_SWITCHES.items():
+            stack.enter_context(switch(switches[name]))
+        return timed_rows(with_optimizations(cfg, switches, run_name))
 
 
 def timed_rows(cfg) -> list[dict]:
@@ -147,11 +177,18 @@ def medians(rows: list[dict]) -> dict:
     return {k: statistics.median(r.get(k, 0.0) for r in rows) for k in keys}
 
 
+def cpu_native_available() -> bool:
+    with cpu_ops.native_kernels(True):
+        return cpu_ops.native(mx.zeros((1,))) is not None
+
+
 @errors.cli
 def main(argv=None):
     a = build_parser().parse_args(argv)
     if a.steps < 2 or a.rounds < 1:
         raise errors.UserError("--steps must be >= 2 (the first is a warm-up), --rounds >= 1")
+    if a.keep and not a.ab:
+        raise errors.UserError("--keep sets the unoptimized arm of an A/B: add --ab")
     with tempfile.TemporaryDirectory() as tmp:
         with errors.as_user_error(ValueError):  # TrainConfig's checks
             cfg = base_config(a, tmp)
@@ -159,8 +196,8 @@ def main(argv=None):
         arms = {"optimized": [], "unoptimized": []} if a.ab else {"optimized": []}
         for i in range(a.rounds if a.ab else 1):
             for arm, rows in arms.items():
-                run = with_optimizations(cfg, arm == "optimized", a.off, f"bench_{arm}_{i}")
-                rows.extend(timed_rows(run))
+                switches = arm_switches(arm == "optimized", a.off, a.keep)
+                rows.extend(run_arm(cfg, switches, f"bench_{arm}_{i}"))
         if not distributed.is_main():  # rank 0 holds the metrics and reports
             return 0
     rows = arms["optimized"]
@@ -179,7 +216,9 @@ def main(argv=None):
         "kl_coef": cfg.kl_coef,
         "lora_rank": cfg.lora_rank,
         "lora_layers": cfg.lora_layers,
-        "optimizations": {n: n not in a.off for n in OPTIMIZATIONS},
+        "optimizations": arm_switches(True, a.off, a.keep),
+        # whether the native CPU kernels built and load here (switched on or not)
+        "native_kernels_available": cpu_native_available(),
         "timed_steps": len(rows),
         "median_step_s": med["step_s"],
         **{k: med[k] for k in PARTS},
@@ -194,6 +233,7 @@ def main(argv=None):
         un = medians(arms["unoptimized"])
         result |= {
             "rounds": a.rounds,
+            "unoptimized_optimizations": arm_switches(False, a.off, a.keep),
             "unoptimized_timed_steps": len(arms["unoptimized"]),
             "unoptimized_median_step_s": un["step_s"],
             "unoptimized_parts": {k: un[k] for k in PARTS},

@@ -95,10 +95,25 @@ def _silu_mul_vjp(primals, cotangent, output):
     return _silu_mul_bwd(*primals, cotangent)
 
 
+_native_on = True  # native_kernels(False) turns the native kernels off in this process
+
+
+@contextlib.contextmanager
+def native_kernels(on: bool):
+    """Inside: the native kernels used (True, where they built) or not (False: the stand-ins
+    and plain ops of before them). bench/train.py's A/B counts them as one optimization."""
+    global _native_on
+    before, _native_on = _native_on, bool(on)
+    try:
+        yield
+    finally:
+        _native_on = before
+
+
 def native(*arrays: mx.array):
     """The fused native kernels (cpu_native) for these arrays: under the switch, all float32,
     and only once they built and loaded; else None."""
-    if not ENABLED or any(a.dtype != mx.float32 for a in arrays):
+    if not ENABLED or not _native_on or any(a.dtype != mx.float32 for a in arrays):
         return None
     return cpu_native.load()
 

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 _CHUNK_ELEMS = 1 << 24
 _MIN_ROWS = 256
 _BWD_ROWS = 16384
+# `keep_logits`: the forward's logits are kept for the backward (no recomputed product) when the
+# whole (rows x vocabulary) block holds at most this many float32 elements (512 MiB).
+_KEEP_ELEMS = 1 << 27
 _THREADS = 256  # per row-reduction threadgroup / CUDA block: 8 simdgroups or warps of 32
 
 
@@ -354,14 +357,17 @@ def _after(x: mx.array, previous: list) -> mx.array:
     return mx.depends([x], previous)[0] if previous else x
 
 
-def _block_forward(h, w, tok, cols, want_ent):
-    """(rows, D) hidden chunk -> lse, target logit, entropy over the whole vocabulary."""
+def _block_forward(h, w, tok, cols, want_ent, kept=None):
+    """(rows, D) hidden chunk -> lse, target logit, entropy over the whole vocabulary; each
+    vocabulary tile's logits appended to `kept` when given (for the backward)."""
     mm, ew = cpu_ops.streams()
     stats = []
     for j, (v0, v1) in enumerate(cols):
         h_j = _after(h, list(stats[j - _LAG]) if j >= _LAG else [])
         with _on(mm):
             z = h_j @ w[v0:v1].T  # (rows, v1 - v0) float32
+        if kept is not None:
+            kept.append(z)
         with _on(ew):
             stats.append(_row_stats(z, tok - v0, want_ent))
     if len(stats) == 1:
@@ -390,19 +396,48 @@ def _block_backward(h, w, lse, g, gh, ent, want_w=True):
 
 
 def _logprobs_forward(h, w, tok, valid, plan):
+    """(logp, lse[, entropy], *kept logits): the logits of every (row chunk, vocabulary tile),
+    in that order, only under plan["keep"]."""
     hs = h.astype(mx.float32) * plan["inv_t"]
     w32 = w.astype(mx.float32)
     want_ent = plan["entropy"]
-    parts = []
+    parts, kept = [], [] if plan["keep"] else None
     for i, (r0, r1) in enumerate(plan["rows"]):
         h_i = _after(hs[r0:r1], list(parts[i - _LAG]) if i >= _LAG else [])
-        parts.append(_block_forward(h_i, w32, tok[r0:r1], plan["cols"], want_ent))
+        parts.append(_block_forward(h_i, w32, tok[r0:r1], plan["cols"], want_ent, kept))
     lse = mx.concatenate([p[0] for p in parts])
     tgt = mx.concatenate([p[1] for p in parts])
     logp = mx.where(valid, tgt - lse, mx.nan)
-    if not want_ent:
-        return logp, lse
-    return logp, lse, mx.concatenate([p[2] for p in parts])
+    out = (logp, lse, mx.concatenate([p[2] for p in parts])) if want_ent else (logp, lse)
+    return out + tuple(kept or ())
+
+
+def _kept_backward(hs, w32, kept, lse, g, gh, ent, plan, want_w):
+    """d/dh (N, D) and d/dw (V, D) or None from the forward's kept logits: each tile's softmax
+    gradient times its weight block, no logits recomputed. One-hot parts are the caller's."""
+    mm, ew = cpu_ops.streams()
+    tiles = iter(kept)
+    blocks = [None] * len(plan["cols"])  # d/dw per vocabulary tile, summed over row chunks
+    grad_hs = []
+    for r0, r1 in plan["rows"]:
+        sl = slice(r0, r1)
+        gh_s = None if gh is None else gh[sl]
+        ent_s = None if ent is None else ent[sl]
+        total = None
+        for j, (v0, v1) in enumerate(plan["cols"]):
+            with _on(ew):
+                grad_z = _softmax_grad(next(tiles), lse[sl], g[sl], gh_s, ent_s)
+            with _on(mm):
+                part = grad_z @ w32[v0:v1]
+                if want_w:
+                    block = grad_z.T @ hs[sl]
+                    blocks[j] = block if blocks[j] is None else blocks[j] + block
+            total = part if total is None else total + part
+        grad_hs.append(total)
+    grad_w = None
+    if want_w:
+        grad_w = blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)
+    return mx.concatenate(grad_hs), grad_w
 
 
 def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
@@ -414,6 +449,10 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
     gh = cotangents[2].astype(mx.float32) if plan["entropy_grad"] else None
     ent = outputs[2] if plan["entropy_grad"] else None
     want_w = plan["weight_grad"]
+    if plan["keep"]:
+        kept = outputs[3 if plan["entropy"] else 2 :]
+        grad_hs, blocks_w = _kept_backward(hs, w32, kept, lse, g, gh, ent, plan, want_w)
+        return _one_hot_parts(h, w, hs, w32, tok, g, grad_hs, blocks_w, plan)
     # Vocabulary blocks in the outer loop over a few large row spans: each tile's d/dw block is
     # a fresh array, so nothing V x D is accumulated in place (which MLX would copy whenever
     # another pending op still references the accumulator), and d/dw is one concatenate.
@@ -432,16 +471,20 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
             total = part if total is None else total + part
             blocks[j] = block if blocks[j] is None else blocks[j] + block
         grad_hs.append(total)
-    # d logp / d z = onehot(tok) - softmax: the one-hot part is an N x D gather for d/dh and an
-    # N x D scatter-add for d/dw, instead of an N x V pass.
-    grad_hs = mx.concatenate(grad_hs) + g[:, None] * w32[tok]
+    grad_w = None
+    if want_w:
+        grad_w = blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)
+    return _one_hot_parts(h, w, hs, w32, tok, g, mx.concatenate(grad_hs), grad_w, plan)
+
+
+def _one_hot_parts(h, w, hs, w32, tok, g, grad_hs, grad_w, plan):
+    """Add d logp / d z's one-hot part (onehot(tok) - softmax): an N x D gather for d/dh and an
+    N x D scatter-add for d/dw, instead of an N x V pass; back to the inputs' dtypes."""
+    grad_hs = grad_hs + g[:, None] * w32[tok]
     grad_hs = (grad_hs * plan["inv_t"]).astype(h.dtype)
-    if not want_w:
+    if grad_w is None:
         return grad_hs, None
-    grad_w = (
-        (blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)).at[tok].add(g[:, None] * hs)
-    )
-    return grad_hs, grad_w.astype(w.dtype)
+    return grad_hs, grad_w.at[tok].add(g[:, None] * hs).astype(w.dtype)
 
 
 def _check_logprob_args(hidden, weight, tokens, temperature, chunk_rows, chunk_vocab):
@@ -482,6 +525,7 @@ def token_logprobs(
     return_entropy: bool = False,
     weight_grad: bool = True,
     entropy_grad: bool = True,
+    keep_logits: bool = False,
 ):
     """log softmax((hidden @ weight.T) / temperature)[tokens], float32, without N x V memory.
 
@@ -498,6 +542,10 @@ def token_logprobs(
     `weight_grad=False` (a frozen LM head, as under LoRA) skips d/dweight, a matmul as large as
     the forward's: the weight is then a constant and its gradient is zero. `entropy_grad=False`
     (the entropy read as a metric only) drops the entropy's cotangent from the backward.
+    `keep_logits` (for a call that a backward follows): when all N x V logits fit in
+    _KEEP_ELEMS, the forward's chunks are kept and the backward reuses them instead of
+    recomputing the product (one vocabulary-sized matmul less, N x V float32 memory more;
+    values equal up to rounding). Without a backward it only costs memory.
     """
     _check_logprob_args(hidden, weight, tokens, temperature, chunk_rows, chunk_vocab)
     lead = tuple(tokens.shape)
@@ -517,6 +565,7 @@ def token_logprobs(
         "entropy": bool(return_entropy),
         "entropy_grad": bool(return_entropy and entropy_grad),
         "weight_grad": bool(weight_grad),
+        "keep": bool(keep_logits) and n * n_vocab <= _KEEP_ELEMS,
     }
     tok = tokens.reshape(n).astype(mx.int32)
     valid = (tok >= 0) & (tok < n_vocab)

@@ -57,6 +57,7 @@ class RewardContext:
     judge_batch_size: int = 24
     records: list[dict] | None = None  # the task's labelled records (a ground-truth reward's)
     share_prefix: bool = True  # a reward model reads each group's prompt once
+    ragged: bool = True  # ... and skips most padding after the shorter answers (gwen.ragged_blocks)
     refresh: bool = False  # --reward-refresh: reward models stay unmerged (trainable LoRA)
     reward_models: list = field(default_factory=list)  # every rm component built, in order
     policy: str | None = None  # the policy's --model, named in the note of note_other_base
@@ -326,7 +327,7 @@ def _build_rm(ctx, path: str, batch_size: int = 16, echo_threshold: float | None
 
     def score(prompts, completions, categories):
         values = np.asarray(
-            rm.score(prompts, completions, categories, batch_size, share_prefix=ctx.share_prefix),
+            rm.score(prompts, completions, categories, batch_size, ctx.share_prefix, ctx.ragged),
             dtype=np.float64,
         )
         if echo_threshold is not None:

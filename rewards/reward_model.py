@@ -31,6 +31,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 import load_weights
+from gwen import ragged_blocks
 from kvcache import KVCache
 from model import Model
 
@@ -148,11 +149,18 @@ class RewardModel(nn.Module):
         return self.score_head(h.astype(mx.float32))[:, 0]
 
     def score(
-        self, prompts, responses, categories, batch_size: int = 16, share_prefix: bool = True
+        self,
+        prompts,
+        responses,
+        categories,
+        batch_size: int = 16,
+        share_prefix: bool = True,
+        ragged: bool = True,
     ) -> list[float]:
         """Scores for (prompt, response, category) triples, forward-only, returned in the input
         order. With `share_prefix`, answers to the same prompt (a GRPO group) read the prompt
-        once: it is prefilled into a KV cache that each answer continues (`_score_shared`);
+        once: it is prefilled into a KV cache that each answer continues (`_score_shared`; with
+        `ragged`, the padding after the shorter answers is mostly skipped: gwen.ragged_blocks);
         otherwise each row is run whole, in batches sorted by length (less padding)."""
         if not (len(prompts) == len(responses) == len(categories)):
             raise ValueError(
@@ -162,7 +170,7 @@ class RewardModel(nn.Module):
         parts = [self.encode_parts(p, r, c) for p, r, c in triples]
         with cpu_ops.blocked():
             if share_prefix:
-                return self._score_shared(parts, batch_size)
+                return self._score_shared(parts, batch_size, ragged)
             return self._score_whole([h + b for h, b in parts], batch_size)
 
     def pushback_probabilities(
@@ -191,7 +199,7 @@ class RewardModel(nn.Module):
                 out[i] = float(v)
         return out
 
-    def _score_shared(self, parts: list[tuple[list[int], list[int]]], batch_size: int):
+    def _score_shared(self, parts: list[tuple[list[int], list[int]]], batch_size: int, ragged):
         """Rows grouped by identical prompt ids; per chunk of groups (at most `batch_size`
         answers, or one group), the prompts are prefilled left-padded, each answer's row takes
         its prompt's cache and runs its tokens right-padded; its score reads its last real
@@ -220,7 +228,12 @@ class RewardModel(nn.Module):
             cache = KVCache.for_model(self.backbone, len(chunk), head_tokens.shape[1], head_pad)
             self.backbone.blocks(self.backbone.embed(head_tokens), range(self.n_layers), cache)
             cache = cache.take_rows(rows, capacity=head_tokens.shape[1] + width)
-            h = self.backbone.hidden(body_tokens, cache)  # (N, width, D)
+            x, layers = self.backbone.embed(body_tokens), range(self.n_layers)
+            if ragged:
+                h = ragged_blocks(self.backbone, x, layers, cache, [len(b) for b in bodies])
+            else:
+                h = self.backbone.blocks(x, layers, cache)
+            h = self.backbone.final_norm(h)  # (N, width, D)
             last = mx.array([len(b) - 1 for b in bodies], dtype=mx.int32)
             h = h[mx.arange(len(bodies)), last]  # (N, D): each row's last real token
             values = self.score_head(h.astype(mx.float32))[:, 0].tolist()

@@ -90,6 +90,14 @@ class TrainConfig:
     drop_finished: bool = _f(
         True, "sampling (numpy sampler): ended answers leave the decode batch, same draws"
     )
+    ragged_tail: bool = _f(
+        True,
+        "update, reference, reward model: skip most positions after each answer's end in the "
+        "blocks (a tail pass for the longer rows)",
+    )
+    keep_head_logits: bool = _f(
+        True, "update: keep the LM head's forward logits for its backward (no recomputed product)"
+    )
     num_iterations: int = _f(1, "updates per rollout batch (PPO's mu), ratio vs rollout policy")
     loss_type: str = _f("grpo", "grpo | dr_grpo | dapo")
     clip_eps_low: float = _f(0.2, "ratio floor 1 - eps_low")

@@ -42,6 +42,7 @@ def loss_fn(model, pt, pp, tokens, adv, mask, sampled, old, ref, kl_coef, cfg, t
     logp, entropy = sequence_logprobs(
         model, pt, pp, tokens, cfg.group_size, cfg.temperature, return_entropy=True,
         trunk=trunk, valid=mask if cfg.head_valid_only else None,
+        keep_logits=cfg.keep_head_logits, ragged=cfg.ragged_tail,
     )  # fmt: skip
     # num_iterations == 1: the ratio is against these same weights, so stop_gradient(logp) is
     # exact; > 1: against the rollout policy, whose log-probs the sampler returned.
@@ -73,7 +74,9 @@ def update(run: Run, b: Rollout) -> dict:
     trunks = shared_trunks(model, run.reference, s, parts, G, cfg.share_trunk)
     ref, kl_coef = [None] * k, 0.0  # no reference: a Python 0 (grpo checks for it)
     if run.reference is not None:
-        ref = run.reference.part_logprobs(s, b.mask, parts, trunks, G, cfg.head_valid_only)
+        ref = run.reference.part_logprobs(
+            s, b.mask, parts, trunks, G, cfg.head_valid_only, cfg.ragged_tail
+        )
         kl_coef = mx.array(run.controller.coef, dtype=mx.float32)
     reference_s = time.perf_counter() - t0  # the shared trunk and the reference's log-probs
     grad_fn = nn.value_and_grad(model, loss_fn)

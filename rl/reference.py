@@ -47,23 +47,35 @@ class Reference:
         return cls(frozen_copy(policy_model, quant_bits))
 
     def logprobs(
-        self, prompt_tokens, prompt_pad, tokens, group_size, temperature, trunk=None, valid=None
+        self,
+        prompt_tokens,
+        prompt_pad,
+        tokens,
+        group_size,
+        temperature,
+        trunk=None,
+        valid=None,
+        ragged=False,
     ) -> mx.array:
         """(N, T) log-probs of `tokens` under the reference, no gradient. `trunk`: the frozen
         bottom blocks' output (gwen.sequence_trunk), shared with the policy when the reference is
         the policy with its adapters off (`shares_trunk_with`). `valid`: the LM head runs only
-        where it is nonzero, 0 elsewhere (gwen.sequence_logprobs)."""
+        where it is nonzero, 0 elsewhere, and with `ragged` the blocks skip most positions after
+        a row's last valid token (gwen.sequence_logprobs)."""
         with self.context():
             lp = sequence_logprobs(
                 self.model, prompt_tokens, prompt_pad, tokens, group_size, temperature,
-                trunk=trunk, valid=valid,
+                trunk=trunk, valid=valid, ragged=ragged,
             )  # fmt: skip
             return mx.stop_gradient(lp)
 
-    def part_logprobs(self, sample, mask, parts, trunks, group_size, valid_only) -> list:
+    def part_logprobs(
+        self, sample, mask, parts, trunks, group_size, valid_only, ragged=False
+    ) -> list:
         """The reference's log-probs of each micro-batch of `sample` ((prompt rows, completion
         rows) in `parts`, with its trunk or None), evaluated; with `valid_only` the LM head runs
-        only on `mask`'s tokens."""
+        only on `mask`'s tokens, and with `ragged` too the blocks skip most positions after
+        them."""
         ref = [
             self.logprobs(
                 sample.prompt_tokens[p],
@@ -73,6 +85,7 @@ class Reference:
                 sample.temperature,
                 trunk=t,
                 valid=mask[c] if valid_only else None,
+                ragged=ragged,
             )
             for (p, c), t in zip(parts, trunks, strict=True)
         ]

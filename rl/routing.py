@@ -187,7 +187,9 @@ def routed_args(
         trunks = shared_trunks(model, reference, s, parts, G, cfg.share_trunk)
     ref, coef = [None] * len(micro_batches), 0.0  # no reference: a Python 0 (grpo checks it)
     if reference is not None:
-        ref = reference.part_logprobs(s, b.mask, parts, trunks, G, cfg.head_valid_only)
+        ref = reference.part_logprobs(
+            s, b.mask, parts, trunks, G, cfg.head_valid_only, cfg.ragged_tail
+        )
         coef = mx.array(kl_coef, dtype=mx.float32)
     args = []
     for mb, (p, c), r, t in zip(micro_batches, parts, ref, trunks, strict=True):

@@ -4,6 +4,10 @@ import json
 
 from core import backend  # noqa: F401
 
+# isort: split
+from core import cpu_ops
+
+import mlx.core as mx
 import pytest
 from helpers import LLAMA, save_checkpoint, tiny_model
 
@@ -50,7 +54,9 @@ def test_ab_runs_both_arms_from_a_recipe(recipe, capsys, monkeypatch):
     assert out["optimizations"] == {
         "share_trunk": True, "share_prefix": True, "rollout_trunk": False,
         "head_valid_only": True, "drop_finished": True,
+        "ragged_tail": True, "keep_head_logits": True, "native_kernels": True,
     }  # fmt: skip
+    assert out["unoptimized_optimizations"] == dict.fromkeys(bench_train.NAMES, False)
     for key in ("median_step_s", "unoptimized_median_step_s", "reference_s", "update_s"):
         assert out[key] > 0, key
     assert set(out["unoptimized_parts"]) == set(bench_train.PARTS)
@@ -70,6 +76,7 @@ def test_off_switches_an_optimization_off_in_both_arms(recipe, capsys, monkeypat
     assert out["optimizations"] == {
         "share_trunk": False, "share_prefix": True, "rollout_trunk": True,
         "head_valid_only": True, "drop_finished": True,
+        "ragged_tail": True, "keep_head_logits": True, "native_kernels": True,
     }  # fmt: skip
     assert "step_ratio" not in out
     assert calls == []
@@ -81,6 +88,36 @@ def test_bad_settings_are_one_error_line(tmp_path, capsys):
     assert bench_train.main(["--config", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "none.json" in err and err.count("\n") == 1
+
+
+def test_arm_switches_follow_off_and_keep():
+    on = bench_train.arm_switches(True, ["share_trunk"], ["native_kernels"])
+    assert on == dict.fromkeys(bench_train.NAMES, True) | {"share_trunk": False}
+    un = bench_train.arm_switches(False, ["share_trunk"], ["native_kernels", "share_trunk"])
+    assert un == dict.fromkeys(bench_train.NAMES, False) | {"native_kernels": True}
+
+
+def test_run_arm_sets_the_kernel_switch_for_the_run_alone(monkeypatch):
+    seen = []
+
+    def fake(cfg):
+        seen.append((cfg.share_trunk, cfg.drop_finished, cpu_ops._native_on))
+        return []
+
+    monkeypatch.setattr(bench_train, "timed_rows", fake)
+    cfg = bench_train.train.TrainConfig(model="m", reward="happy")
+    for optimized in (True, False):
+        bench_train.run_arm(cfg, bench_train.arm_switches(optimized, [], []), "x")
+        assert cpu_ops._native_on is True  # restored after the run
+    assert seen == [(True, True, True), (False, False, False)]
+    with cpu_ops.native_kernels(False):
+        assert cpu_ops.native(mx.zeros((2,))) is None
+
+
+def test_keep_without_ab_is_one_error_line(capsys):
+    assert bench_train.main(["--keep", "native_kernels"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --keep") and err.count("\n") == 1
 
 
 def test_timed_rows_read_the_runs_metrics_without_the_warm_up_step(tmp_path, monkeypatch):

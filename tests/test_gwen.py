@@ -172,6 +172,65 @@ def test_frozen_trunk_gives_the_same_logprobs_and_gradients(T):
         assert mx.abs(g - cut_g[name]).max().item() <= 1e-5, name
 
 
+@pytest.mark.parametrize(
+    "lengths,width,want",
+    [
+        ([2, 10, 10, 3], 10, (3, 10)),  # cut 3: 4*3 + 2*7 = 26 positions of 40 (cut 2: 32)
+        ([8, 8, 8, 8], 10, (8, 8)),  # no tail: the last 2 positions of every row skipped
+        ([10, 10, 10, 9], 10, None),  # cut 9 saves 1 of 40: under RAGGED_MIN_SAVING
+        ([0, 0], 5, None),  # nothing needed: the caller's business
+        ([12, 1], 10, (1, 10)),  # 12 counts as the width: cut 1 runs 2 + 9 = 11 of 20
+    ],
+)
+def test_ragged_cut_hand_counted(lengths, width, want):
+    assert gwen_mod.ragged_cut(lengths, width) == want
+
+
+def test_last_nonzero_reads_each_rows_end():
+    mask = np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]])
+    assert gwen_mod.last_nonzero(mask).tolist() == [2, 0, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "full,trunk_depth", [(True, 0), (False, 0), (False, 2)], ids=["full", "lora", "lora-trunk"]
+)
+def test_ragged_blocks_same_logprobs_and_gradients(full, trunk_depth, monkeypatch):
+    # ragged=True cuts the completions into a head for every row and a tail for the long rows
+    # (ends 9, 9, 2, 3, 1, 9, 2, 4: cut at 3 of 8 positions, a tail for 4 rows): log-probs at
+    # valid positions and every gradient of a masked loss equal the uncut path's.
+    from mlx.nn import value_and_grad
+    from mlx.utils import tree_flatten
+
+    model = tiny_model(LLAMA, seed=5) if full else _lora_top(LLAMA, top=1)
+    pt, pad, comp, G = _groups(LLAMA["vocab_size"], B=2, G=4, T=9, seed=3)
+    ends = [9, 9, 2, 3, 1, 9, 2, 4]
+    assert gwen_mod.ragged_cut(np.array(ends) - 1, 8) == (3, 8)
+    mask = mx.array([[1.0] * n + [0.0] * (9 - n) for n in ends])
+    weights = mask * (1 + mx.arange(mask.size).reshape(mask.shape)) / mask.size
+    trunk = gwen_mod.sequence_trunk(model, pt, pad, comp, G, trunk_depth) if trunk_depth else None
+
+    def loss(m, ragged):
+        lp = gwen_mod.sequence_logprobs(
+            m, pt, pad, comp, G, 0.7, trunk=trunk, valid=mask, ragged=ragged
+        )
+        return (lp * weights).sum()
+
+    base_v, base_g = value_and_grad(model, loss)(model, False)
+    calls, blocks = [], type(model).blocks
+    monkeypatch.setattr(
+        type(model), "blocks", lambda m, h, *a, **k: calls.append(h.shape) or blocks(m, h, *a, **k)
+    )
+    cut_v, cut_g = value_and_grad(model, loss)(model, True)
+    # the prompt, then the head (8 rows x 3) and the tail (3 rows x 5: ends 9, 9, 9 minus 1)
+    assert [c[:2] for c in calls] == [(2, 5), (8, 3), (3, 5)]
+    assert abs(base_v.item() - cut_v.item()) <= 1e-5 * abs(base_v.item())
+    base_g, cut_g = dict(tree_flatten(base_g)), dict(tree_flatten(cut_g))
+    assert base_g.keys() == cut_g.keys() and len(base_g) > 0
+    for name, g in base_g.items():
+        assert mx.abs(g).max().item() > 0, name
+        assert mx.abs(g - cut_g[name]).max().item() <= 1e-5 * max(1.0, mx.abs(g).max().item())
+
+
 @pytest.mark.parametrize("full", [True, False], ids=["full-finetune", "lora"])
 def test_head_on_valid_positions_only_same_logprobs_and_gradients(full):
     # `valid` runs the LM head only where the mask is nonzero (padding after EOS skipped): the

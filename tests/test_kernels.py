@@ -99,13 +99,15 @@ def _grads(fn, h, w, tok, temperature, coef_ent):
 @pytest.mark.parametrize("temperature", [0.7, 1.3])
 @pytest.mark.parametrize("chunk_vocab", [None, 384])
 @pytest.mark.parametrize("coef_ent", [0.0, 0.3])
-def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef_ent):
+@pytest.mark.parametrize("keep", [False, True], ids=["recompute", "keep-logits"])
+def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef_ent, keep):
     h, w, tok = _inputs((rows,), 1000, 48, seed=100 + rows)
 
     def ours(h, w, tok, t):
         return K.token_logprobs(
-            h, w, tok, t, chunk_rows=8, chunk_vocab=chunk_vocab, return_entropy=True
-        )
+            h, w, tok, t, chunk_rows=8, chunk_vocab=chunk_vocab, return_entropy=True,
+            keep_logits=keep,
+        )  # fmt: skip
 
     def naive(h, w, tok, t):
         return K.token_logprobs_naive(h, w, tok, t, return_entropy=True)
@@ -118,7 +120,8 @@ def test_gradient_matches_autodiff_of_naive(rows, temperature, chunk_vocab, coef
 
 
 @pytest.mark.parametrize("chunk_vocab", [None, 384])
-def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab):
+@pytest.mark.parametrize("keep", [False, True], ids=["recompute", "keep-logits"])
+def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab, keep):
     # weight_grad=False (a frozen LM head) and entropy_grad=False (entropy read as a metric):
     # d/dh equals the naive twin's gradient of the log-prob term alone, the weight gets zero.
     h, w, tok = _inputs((33,), 1000, 48, seed=9)
@@ -127,7 +130,7 @@ def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab):
     def ours(h, w):
         logp, ent = K.token_logprobs(
             h, w, tok, 0.7, chunk_rows=8, chunk_vocab=chunk_vocab, return_entropy=True,
-            weight_grad=False, entropy_grad=False,
+            weight_grad=False, entropy_grad=False, keep_logits=keep,
         )  # fmt: skip
         return mx.sum(c * logp) + 0.3 * mx.sum(ent)
 
@@ -142,6 +145,33 @@ def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab):
     logp, ent = K.token_logprobs(h, w, tok, 0.7, return_entropy=True, weight_grad=False)
     ref_logp, ref_ent = _reference(h, w, tok, 0.7)
     assert _max_err(logp, ref_logp) <= 1e-5 and _max_err(ent, ref_ent) <= 1e-5 * _scale(ref_ent)
+
+
+@pytest.mark.parametrize("limit,kept", [(1000 * 33, True), (1000 * 33 - 1, False)])
+def test_keep_logits_reuses_the_forward_only_within_its_memory_limit(limit, kept, monkeypatch):
+    # At the limit (33 rows x 1000 vocabulary) the backward reads the forward's logits and never
+    # recomputes a tile; one element over, it recomputes; the gradient is the same either way.
+    h, w, tok = _inputs((33,), 1000, 48, seed=12)
+    calls = {"kept": 0, "recomputed": 0}
+    real_kept, real_block = K._kept_backward, K._block_backward
+
+    def count(name, real):
+        return lambda *a, **k: calls.__setitem__(name, calls[name] + 1) or real(*a, **k)
+
+    monkeypatch.setattr(K, "_KEEP_ELEMS", limit)
+    monkeypatch.setattr(K, "_kept_backward", count("kept", real_kept))
+    monkeypatch.setattr(K, "_block_backward", count("recomputed", real_block))
+    c = mx.array(np.random.default_rng(5).normal(size=tok.shape).astype(np.float32))
+
+    def loss(h, w, keep):
+        logp = K.token_logprobs(h, w, tok, 0.9, chunk_rows=8, chunk_vocab=384, keep_logits=keep)
+        return mx.sum(c * logp)
+
+    got = mx.grad(lambda h, w: loss(h, w, True), argnums=(0, 1))(h, w)
+    assert (calls["kept"], calls["recomputed"] > 0) == ((1, False) if kept else (0, True))
+    want = mx.grad(lambda h, w: mx.sum(c * K.token_logprobs_naive(h, w, tok, 0.9)), (0, 1))(h, w)
+    for g, r in zip(got, want, strict=True):
+        assert _max_err(g, r) <= 1e-5 * _scale(r)
 
 
 @pytest.mark.parametrize("fast_exp", [True, False], ids=["cpu-poly-exp", "plain-exp"])

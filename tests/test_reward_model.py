@@ -21,6 +21,7 @@ import pytest
 from helpers import QWEN3, save_checkpoint, tiny_model, write_pairs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import gwen
 import train_rm
 from load_weights import LoadError
 from rewards import reward_model
@@ -92,7 +93,7 @@ def test_score_reads_each_rows_last_real_token(base, float32_loads):
 
 
 @pytest.mark.parametrize("batch_size", [16, 3])
-def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size, float32_loads):
+def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size, float32_loads, monkeypatch):
     # GRPO-shaped input: groups of answers to the same prompt, answers of different lengths,
     # prompts of different lengths and categories; batch_size 3 cuts chunks at group bounds.
     rm = reward_model.build(rm_config(base))  # LoRA in the top blocks, reads the category
@@ -108,6 +109,14 @@ def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size, float32_
     shared = rm.score(prompts, answers, cats, batch_size=batch_size, share_prefix=True)
     assert len(set(whole)) > 5  # the scores differ between rows: the comparison means something
     assert shared == pytest.approx(whole, abs=1e-4)
+    # ragged=False runs every answer's padding; the default skips most of it (the long answer,
+    # 6 tokens + EOS, runs a tail alone): the same scores
+    cuts, real = [], reward_model.ragged_blocks
+    monkeypatch.setattr(reward_model, "ragged_blocks", lambda *a: cuts.append(a[4]) or real(*a))
+    again = rm.score(prompts, answers, cats, batch_size=batch_size)
+    padded = rm.score(prompts, answers, cats, batch_size=batch_size, ragged=False)
+    assert cuts and any(gwen.ragged_cut(c, max(c)) is not None for c in cuts), cuts
+    assert again == pytest.approx(whole, abs=1e-4) and padded == pytest.approx(whole, abs=1e-4)
 
 
 def test_pushback_probabilities_are_the_sigmoid_of_the_scores(base):
