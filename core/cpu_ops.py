@@ -214,8 +214,8 @@ def attention_cpu(q, k, v, scale, mask, in_blocks: bool = False):
 # Queries per row up to which attention runs as the native decode kernel (one pass over the
 # cache's view per (row, kv head)); longer runs take the native prefill kernel (query tiles against
 # the keys their mask allows, native backward) while NATIVE_PREFILL is on, else the matmul path.
-# knowledge/cpu_extension.md has the figures.
-FUSED_MAX_QUERIES = 16
+# The two kernels' forwards cross between 2 and 4 queries (knowledge/cpu_extension.md).
+FUSED_MAX_QUERIES = 3
 NATIVE_PREFILL = True
 
 

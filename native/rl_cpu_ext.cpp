@@ -520,7 +520,9 @@ template <int NV>
 RL_INLINE void gemm_cols(const float* a, int64_t am, int64_t ak, const float* b, int64_t ldb,
                          float* c, int64_t ldc, int64_t M, int64_t K, bool accumulate) {
   int64_t m = 0;
+  for (; m + 6 <= M; m += 6) gemm_tile<6, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
   for (; m + 4 <= M; m += 4) gemm_tile<4, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
+  for (; m + 2 <= M; m += 2) gemm_tile<2, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
   for (; m < M; ++m) gemm_tile<1, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
 }
 #endif
