@@ -485,13 +485,13 @@ RL_CLONES void attn_block_128(const AttnBlock& a) { attn_block<128>(a); }
 RL_CLONES void attn_block_any(const AttnBlock& a) { attn_block<0>(a); }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill attention (many queries per row): one task per (batch row, kv head, tile of kTile
-// queries) in the forward, per (batch row, kv head) in the backward. A tile's scores over the
-// keys its mask lets any of its rows see (a causal or left-padded mask rules the rest out) are
+// Prefill attention (many queries per row): one task per (batch row, kv head, run of kTile-query
+// tiles) in the forward, per (batch row, kv head) in the backward. A tile's scores over the keys
+// its mask lets any of its rows see (a causal or left-padded mask rules the rest out) are
 // computed as small matrix products in registers, turned into probabilities (exact two-pass
 // softmax over the tile's key range, the log-sum-exp kept for the backward), and multiplied by
-// the values. The matrix products are one register-tiled loop (`gemm`): 4 rows x 16 columns of
-// C in eight 8-lane accumulators, each step loading two vectors of B and broadcasting four
+// the values. The matrix products are one register-tiled loop (`gemm`): 6 rows x 16 columns of
+// C in twelve 8-lane accumulators, each step loading two vectors of B and broadcasting six
 // scalars of A, so every loaded key or value serves several query rows.
 
 constexpr int64_t kTile = 16;
