@@ -5,6 +5,9 @@ nn.silu(g)*u, cpu_ops' compiled polynomial stand-in, ours) and attention's maske
 (cpu_ops' stand-in, mx.softmax over mx.where, ours) at decode shapes (32 and 64 rows, 30 calls
 per eval, one per layer of SmolLM2-135M) and an update shape (32 x 128 positions, one call),
 forward and forward+backward; the arms alternate for --rounds rounds, medians and ratios printed.
+`prefill`: attention for many queries (the reward model's scoring, the policy's update, short
+runs) through cpu_ops' matmul path, the decode kernel and the prefill kernel, forward and
+forward+backward, alternating.
 `decode`: one decode step of the embedded SmolLM2-135M (30 blocks + LM head) at 32 and 64 rows
 with the kernels on, on but for the fused decode attention, on but for RoPE, and off,
 alternating round by round in one process.
@@ -121,21 +124,90 @@ def kernels(ext, rounds: int) -> list[dict]:
     return out
 
 
+def _attention_inputs(B, L, S, calls, seed=0):
+    """`calls` layers' (q, k, v, mask, cotangent): SmolLM2's 9/3 heads at head dim 64, k and v
+    as views of a (B, 3, S + 60, 64) cache buffer, the model's causal mask for L queries after
+    S - L cached slots with left padding of up to 30 slots."""
+    import model  # start-up: only this part needs the model's mask
+
+    mx.random.seed(seed)
+    pad = mx.random.randint(0, 30, (B,))
+    mask = model.attention_mask(pad, S - L, L)
+    out = []
+    for _ in range(calls):
+        q = mx.random.normal((B, 9, L, 64))
+        k, v = (mx.random.normal((B, 3, S + 60, 64))[:, :, :S] for _ in range(2))
+        out.append((q, k, v, mask, mx.random.normal((B, 9, L, 64))))
+    mx.eval(out)
+    return out
+
+
+def prefill(ext, rounds: int) -> list[dict]:
+    """Attention for many queries: cpu_ops' matmul path (plain and in row blocks, as under
+    `blocked()`), the decode kernel and the prefill kernel, forward and forward + backward."""
+    scale = 0.125
+    arms = {
+        "matmul path": lambda q, k, v, m: cpu_ops.attention_cpu(q, k, v, scale, m, False),
+        "matmul blocked": lambda q, k, v, m: cpu_ops.attention_cpu(q, k, v, scale, m, True),
+        "decode kernel": lambda q, k, v, m: ext.decode_attention(q, k, v, m, scale),
+        "prefill kernel": lambda q, k, v, m: ext.prefill_attention(q, k, v, m, scale)[0],
+    }
+    # (rows, queries, slots, calls per eval): the reward model's scoring (16 rows, 81 queries),
+    # the policy's update (32 x 79, the top 12 blocks), short runs where the decode kernel is used.
+    cases = [(16, 81, 140, 30), (32, 79, 140, 12), (64, 4, 140, 30), (64, 16, 140, 30)]
+    out = []
+    for backward in (False, True):
+        for B, L, S, calls in cases:
+            inputs = _attention_inputs(B, L, S, calls)
+            fns = {}
+            for name, f in arms.items():
+                if not backward:
+                    fns[name] = lambda q, k, v, m, g, f=f: f(q, k, v, m)
+                elif name != "matmul blocked":  # blocks are for forward-only passes
+                    fns[name] = mx.grad(
+                        lambda q, k, v, m, g, f=f: (f(q, k, v, m) * g).sum(), argnums=(0, 1, 2)
+                    )
+            times = {k: [] for k in fns}
+            for f in fns.values():
+                _time(f, inputs, 1)
+            for _ in range(rounds):
+                for name, f in fns.items():
+                    times[name].append(_time(f, inputs, 2))
+            ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+            best_other = min(v for k, v in ms.items() if k != "prefill kernel")
+            r = {
+                "pass": "fwd+bwd" if backward else "fwd",
+                "shape": [B, 9, L, S],
+                "calls_per_eval": calls,
+                "ms": ms,
+                "speedup_vs_best_other": best_other / ms["prefill kernel"],
+            }
+            print(
+                f"attention {r['pass']} {B}x9x{L}x{S} x{calls}: "
+                + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items())
+                + f"; prefill kernel {r['speedup_vs_best_other']:.2f}x the best other",
+                flush=True,
+            )
+            out.append(r)
+    return out
+
+
 def decode(rows_list, steps: int, rounds: int) -> list[dict]:
     from bench_rollout import PROMPTS  # start-up: the decode bench alone needs the model stack
     from gwen import Gwen  # start-up: loads the embedded model's code only when asked
 
     g = Gwen.load("smollm2-135m")
     W = g.model.lm_head_weight()
-    real = (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE)
+    real = (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE,
+            cpu_ops.NATIVE_PREFILL)  # fmt: skip
     # "on": every kernel; "no fused attn": all but decode attention (the matmul path with the
     # native softmax); "no native rope": all but RoPE (the compiled twin); "off": cpu_ops' plain
     # stand-ins.
     arms = {
         "on": real,
-        "no fused attn": (real[0], 0, real[2]),
-        "no native rope": (real[0], real[1], False),
-        "off": (lambda: None, real[1], real[2]),
+        "no fused attn": (real[0], 0, real[2], False),
+        "no native rope": (real[0], real[1], False, real[3]),
+        "off": (lambda: None, *real[1:]),
     }
     out = []
     for rows in rows_list:
@@ -147,14 +219,16 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
         times = {k: [] for k in arms}
         for i in range(n_runs):
             arm = list(arms)[i % len(arms)]
-            cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = arms[arm]
+            (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE,
+             cpu_ops.NATIVE_PREFILL) = arms[arm]  # fmt: skip
             t0 = time.perf_counter()
             for _ in range(steps):
                 h = g.model.hidden(tok, cache)
                 mx.eval(h[:, -1, :] @ W.T)
             if i >= len(arms):  # the first round of each arm warms up
                 times[arm].append((time.perf_counter() - t0) / steps)
-        cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE = real
+        (cpu_native.load, cpu_ops.FUSED_MAX_QUERIES, cpu_ops.NATIVE_ROPE,
+         cpu_ops.NATIVE_PREFILL) = real  # fmt: skip
         ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         gains = {
             "speedup": ms["off"] / ms["on"],
@@ -175,13 +249,15 @@ def decode(rows_list, steps: int, rounds: int) -> list[dict]:
 @errors.cli
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    ap.add_argument("what", nargs="*", default=["kernels", "decode"], help="kernels and/or decode")
+    ap.add_argument(
+        "what", nargs="*", default=["kernels", "decode"], help="kernels, prefill and/or decode"
+    )
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds per arm")
     ap.add_argument("--steps", type=int, default=5, help="decode steps per round")
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = ap.parse_args(argv)
-    if set(args.what) - {"kernels", "decode"}:
-        raise errors.UserError(f"unknown part(s) {args.what}: choose kernels and/or decode")
+    if set(args.what) - {"kernels", "prefill", "decode"}:
+        raise errors.UserError(f"unknown part(s) {args.what}: choose kernels, prefill, decode")
     ext = cpu_native.load()
     if ext is None:
         raise errors.UserError(
@@ -192,6 +268,8 @@ def main(argv=None):
     result = {"threads": ext.threads(), "simd": ext.simd_level(), "mlx": mx.__version__}
     if "kernels" in args.what:
         result["kernels"] = kernels(ext, args.rounds)
+    if "prefill" in args.what:
+        result["prefill"] = prefill(ext, args.rounds)
     if "decode" in args.what:
         result["decode"] = decode((32, 64), args.steps, args.rounds)
     if args.json:

@@ -1,12 +1,13 @@
 """Builds once (into a cache folder) and loads rl_cpu_ext: fused float32 CPU kernels for MLX.
 
 native/rl_cpu_ext.cpp holds RMSNorm, silu(g)*u, attention's masked softmax (forward and backward),
-fused decode attention and the LM head's row statistics, each an MLX `Primitive` whose eval_cpu
-runs vectorized (AVX2+FMA where the CPU has it) over the machine's threads. It is compiled on
-first use with CMake, the system C++ compiler, nanobind and the MLX wheel's CMake config, keyed by
-the sources and the MLX, nanobind and Python versions. Anything that fails (no compiler, an ABI
-mismatch, a wrong smoke-test value) leaves `load()` returning None after ONE `note:` line, and
-cpu_ops uses its plain-MLX path. Only for the CPU backend: Metal and CUDA never load it.
+fused decode and prefill attention and the LM head's row statistics, each an MLX `Primitive`
+whose eval_cpu runs vectorized (AVX2+FMA where the CPU has it) over the machine's threads. It is
+compiled on first use with CMake, the system C++ compiler, nanobind and the MLX wheel's CMake
+config, keyed by the sources and the MLX, nanobind and Python versions. Anything that fails (no
+compiler, an ABI mismatch, a wrong smoke-test value) leaves `load()` returning None after ONE
+`note:` line, and cpu_ops uses its plain-MLX path. Only for the CPU backend: Metal and CUDA never
+load it.
 $RL_VALUES_CPU_EXT=0 turns it off; =fail forces a build failure (tests).
 """
 
@@ -156,6 +157,9 @@ def _smoke_test(ext) -> None:
     want = mx.fast.scaled_dot_product_attention(q, k, k + 1.0, scale=0.5, mask=mask[None, None])
     if not mx.allclose(got, want, atol=1e-5).item():
         raise BuildError(f"decode_attention smoke test: got {got.tolist()}, want {want.tolist()}")
+    got = ext.prefill_attention(q, k, k + 1.0, mask[None, None], 0.5)[0]
+    if not mx.allclose(got, want, atol=1e-5).item():
+        raise BuildError(f"prefill_attention smoke test: got {got.tolist()}, want {want.tolist()}")
 
 
 def wanted() -> bool:

@@ -8,11 +8,11 @@ RoPE from shared cos/sin tables, the log-prob kernels' CPU row statistics) behin
 `ENABLED`, decided once from the backend and $RL_VALUES_PLAIN_KERNELS and read at call time (so
 tests can flip it). Callers use the dispatching functions (`attention`, `silu_mul`, `rms_norm`,
 `rope_for`); each falls back to its plain-MLX twin when the switch is off. Under the switch,
-silu·up, RMSNorm, the masked softmax, decode attention (scores, softmax and values fused), RoPE
-and the log-prob row statistics on float32 run the native kernels (core/cpu_native.py) where they
-built. `blocked()` marks forward-only passes (the
-judge, prefill), where exp-heavy ops also run in cache-sized blocks. It is not a kernel
-library: Metal/CUDA kernels live in core/kernels.py.
+silu·up, RMSNorm, the masked softmax, attention (scores, softmax and values fused: a decode and a
+prefill kernel), RoPE and the log-prob row statistics on float32 run the native kernels
+(core/cpu_native.py) where they built. `blocked()` marks forward-only passes (the judge, prefill),
+where exp-heavy ops also run in cache-sized blocks. It is not a kernel library: Metal/CUDA
+kernels live in core/kernels.py.
 """
 
 import contextlib
@@ -226,21 +226,26 @@ def attention_cpu(q, k, v, scale, mask, in_blocks: bool = False):
     return mx.concatenate(rows, axis=0)
 
 
-# Queries per row up to which attention runs as the native fused kernel: decode (1) and short
-# continuations. Training's forwards (prompt + completion, far longer) keep the matmul path,
-# whose backward reuses its softmax (knowledge/cpu_extension.md has the figures).
-FUSED_MAX_QUERIES = 16
+# Queries per row up to which attention runs as the native decode kernel (one pass over the
+# cache's view per (row, kv head)); longer runs take the native prefill kernel (query tiles against
+# the keys their mask allows, native backward) while NATIVE_PREFILL is on, else the matmul path.
+# The two kernels' forwards cross between 2 and 4 queries (knowledge/cpu_extension.md).
+FUSED_MAX_QUERIES = 3
+NATIVE_PREFILL = True
 
 
 def attention(q, k, v, scale: float, mask: mx.array) -> mx.array:
-    """Masked GQA attention (B, H, L, hd); `mask` boolean (B, 1, L, S). Decode (few queries,
-    float32) runs the native fused kernel over the cache's view; it gives zeros, not NaN, for a
-    query with no key set (model.attention_mask never makes one)."""
+    """Masked GQA attention (B, H, L, hd); `mask` boolean (B, 1, L, S). On float32 with a
+    boolean mask the native kernels run over the cache's view (decode's for few queries, else
+    prefill's, which also has its own backward); they give zeros, not NaN, and zero gradients for
+    a query with no key set (model.attention_mask never makes one)."""
     if not ENABLED:
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    fused = q.shape[2] <= FUSED_MAX_QUERIES and mask.dtype == mx.bool_
-    if fused and (ext := native(q, k, v)) is not None:
-        return ext.decode_attention(q, k, v, mask, scale)
+    if mask.dtype == mx.bool_ and (ext := native(q, k, v)) is not None:
+        if q.shape[2] <= FUSED_MAX_QUERIES:
+            return ext.decode_attention(q, k, v, mask, scale)
+        if NATIVE_PREFILL:
+            return ext.prefill_attention(q, k, v, mask, scale)[0]
     return attention_cpu(q, k, v, scale, mask, in_blocks=_blocked)
 
 

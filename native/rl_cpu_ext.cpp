@@ -485,6 +485,274 @@ RL_CLONES void attn_block_128(const AttnBlock& a) { attn_block<128>(a); }
 RL_CLONES void attn_block_any(const AttnBlock& a) { attn_block<0>(a); }
 
 // ---------------------------------------------------------------------------------------------
+// Prefill attention (many queries per row): one task per (batch row, kv head, run of kTile-query
+// tiles) in the forward, per (batch row, kv head) in the backward. A tile's scores over the keys
+// its mask lets any of its rows see (a causal or left-padded mask rules the rest out) are
+// computed as small matrix products in registers, turned into probabilities (exact two-pass
+// softmax over the tile's key range, the log-sum-exp kept for the backward), and multiplied by
+// the values. The matrix products are one register-tiled loop (`gemm`): 6 rows x 16 columns of
+// C in twelve 8-lane accumulators, each step loading two vectors of B and broadcasting six
+// scalars of A, so every loaded key or value serves several query rows.
+
+constexpr int64_t kTile = 16;
+
+#ifdef RL_VEC8
+template <int MR, int NV>
+RL_INLINE void gemm_tile(const float* a, int64_t am, int64_t ak, const float* b, int64_t ldb,
+                         float* c, int64_t ldc, int64_t K, bool accumulate) {
+  v8f acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int u = 0; u < NV; ++u) acc[i][u] = accumulate ? load8(c + i * ldc + 8 * u) : v8f{};
+  for (int64_t k = 0; k < K; ++k) {
+    const float* bk = b + k * ldb;
+    v8f bv[NV];
+    for (int u = 0; u < NV; ++u) bv[u] = load8(bk + 8 * u);
+    for (int i = 0; i < MR; ++i) {
+      const float s = a[i * am + k * ak];
+      for (int u = 0; u < NV; ++u) acc[i][u] += s * bv[u];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int u = 0; u < NV; ++u) std::memcpy(c + i * ldc + 8 * u, &acc[i][u], sizeof(v8f));
+}
+
+template <int NV>
+RL_INLINE void gemm_cols(const float* a, int64_t am, int64_t ak, const float* b, int64_t ldb,
+                         float* c, int64_t ldc, int64_t M, int64_t K, bool accumulate) {
+  int64_t m = 0;
+  for (; m + 6 <= M; m += 6) gemm_tile<6, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
+  for (; m + 4 <= M; m += 4) gemm_tile<4, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
+  for (; m + 2 <= M; m += 2) gemm_tile<2, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
+  for (; m < M; ++m) gemm_tile<1, NV>(a + m * am, am, ak, b, ldb, c + m * ldc, ldc, K, accumulate);
+}
+#endif
+
+// C (M x N, row stride ldc) = (or +=, with `accumulate`) sum_k A(m, k) B(k, n): A(m, k) at
+// a[m * am + k * ak], B's row k at b + k * ldb with unit stride along n.
+RL_INLINE void gemm(const float* a, int64_t am, int64_t ak, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  int64_t n = 0;
+#ifdef RL_VEC8
+  for (; n + 16 <= N; n += 16) gemm_cols<2>(a, am, ak, b + n, ldb, c + n, ldc, M, K, accumulate);
+  for (; n + 8 <= N; n += 8) gemm_cols<1>(a, am, ak, b + n, ldb, c + n, ldc, M, K, accumulate);
+#endif
+  for (int64_t m = 0; m < M; ++m) {
+    float* cm = c + m * ldc;
+    if (!accumulate) std::fill(cm + n, cm + N, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float s = a[m * am + k * ak];
+      const float* bk = b + k * ldb;
+#pragma omp simd
+      for (int64_t j = n; j < N; ++j) cm[j] += s * bk[j];
+    }
+  }
+}
+
+struct PrefillArgs {
+  const float *q, *k, *v;
+  const bool* m;
+  float *o, *lse;                        // forward outputs (the backward reads them)
+  const float *dout, *dlse;              // backward: the cotangents
+  float *dq, *dk, *dv;                   // backward outputs
+  int64_t B, H, L, hd, Hkv, S, rep;
+  std::array<int64_t, 3> kst, vst;       // element strides of k and v over (B, Hkv, S)
+  std::array<int64_t, 4> mst;            // the broadcast mask's strides over (B, H, L, S)
+  float scale;
+  int64_t tiles() const { return (L + kTile - 1) / kTile; }
+  const bool* mrow(int64_t b, int64_t h, int64_t l) const {
+    return m + b * mst[0] + h * mst[1] + l * mst[2];
+  }
+};
+
+// [jlo, jhi): the keys some query row in [l0, l0 + lt) of kv head g's query heads may see.
+void key_range(const PrefillArgs& p, int64_t b, int64_t g, int64_t l0, int64_t lt, int64_t& jlo,
+               int64_t& jhi) {
+  jlo = p.S;
+  jhi = 0;
+  const int64_t heads = p.mst[1] == 0 ? 1 : p.rep, ms = p.mst[3];
+  for (int64_t i = 0; i < heads; ++i) {
+    for (int64_t l = l0; l < l0 + lt; ++l) {
+      const bool* row = p.mrow(b, g * p.rep + i, l);
+      int64_t j = 0;
+      while (j < jlo && !row[j * ms]) ++j;
+      jlo = std::min(jlo, j);
+      int64_t e = p.S;
+      while (e > jhi && !row[(e - 1) * ms]) --e;
+      jhi = std::max(jhi, e);
+    }
+  }
+  if (jhi < jlo) jhi = jlo;
+}
+
+// kt (hd rows ld apart) = the transposed keys [j0, j0 + n) of one (row, kv head), zeros in
+// columns [n, width).
+void transpose_keys(const float* k, int64_t ks, int64_t j0, int64_t n, int64_t hd, float* kt,
+                    int64_t ld, int64_t width) {
+  for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ld + n, kt + d * ld + width, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + (j0 + j) * ks;
+    for (int64_t d = 0; d < hd; ++d) kt[d * ld + j] = kj[d];
+  }
+}
+
+// keep[j] = 1 where the mask row (entries ms apart) sets key j < n, else 0, up to n8 (a multiple
+// of 8): the softmax loops then run whole vectors, with no scalar tail.
+RL_INLINE void keep_row(const bool* mrow, int64_t ms, int64_t n, int64_t n8, float* keep) {
+  if (ms == 1) {  // MLX's bool is one byte, 0 or 1: a widening conversion, no branch
+    const auto* m8 = reinterpret_cast<const uint8_t*>(mrow);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) keep[j] = static_cast<float>(m8[j]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) keep[j] = mrow[j * ms] ? 1.0f : 0.0f;
+  }
+  std::fill(keep + n, keep + n8, 0.0f);
+}
+
+// Row of n8 scores s (unscaled) -> masked softmax probabilities in place; returns the
+// log-sum-exp of the scaled scores, -inf (and zeros) when keep sets no key.
+RL_INLINE float softmax_lse_row(float* s, const float* keep, int64_t n8, float scale) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n8; ++j) mx = std::max(mx, keep[j] != 0.0f ? s[j] * scale : kNegInf);
+  if (mx == kNegInf) {
+    std::fill(s, s + n8, 0.0f);
+    return kNegInf;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n8; ++j) {
+    float e = keep[j] != 0.0f ? exp_poly(s[j] * scale - mx) : 0.0f;
+    s[j] = e;
+    sum += e;
+  }
+  float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n8; ++j) s[j] *= inv;
+  return mx + std::log(sum);
+}
+
+// P recomputed from the saved log-sum-exp (zeros where masked or where the row has no key).
+RL_INLINE void probs_row(float* s, const float* keep, int64_t n8, float scale, float lse) {
+  if (lse == -std::numeric_limits<float>::infinity()) {
+    std::fill(s, s + n8, 0.0f);
+    return;
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n8; ++j) s[j] = keep[j] != 0.0f ? exp_poly(s[j] * scale - lse) : 0.0f;
+}
+
+// Forward task: (row b, kv head g, `per` query tiles from tile t0). The keys are transposed once
+// per task (kt, hd x ld) and serve every tile and query head of it.
+RL_CLONES void prefill_fwd_task(const PrefillArgs& p, int64_t task, int64_t per) {
+  thread_local std::vector<float> kt, sc, keep;
+  const int64_t groups = (p.tiles() + per - 1) / per, hd = p.hd, ld = (p.S + 7) / 8 * 8 + 8;
+  const int64_t bg = task / groups, b = bg / p.Hkv, g = bg % p.Hkv;
+  const int64_t l_begin = (task % groups) * per * kTile;
+  const int64_t l_end = std::min(p.L, l_begin + per * kTile);
+  const float* kb = p.k + b * p.kst[0] + g * p.kst[1];
+  const float* vb = p.v + b * p.vst[0] + g * p.vst[1];
+  int64_t klo, khi;  // the keys any tile of this task sees: transposed once
+  key_range(p, b, g, l_begin, l_end - l_begin, klo, khi);
+  kt.resize(static_cast<size_t>(hd * ld));
+  sc.resize(static_cast<size_t>(kTile * ld));
+  keep.resize(static_cast<size_t>(ld));
+  if (khi > klo) transpose_keys(kb, p.kst[2], klo, khi - klo, hd, kt.data() + klo, ld, ld - klo);
+  for (int64_t l0 = l_begin; l0 < l_end; l0 += kTile) {
+    const int64_t lt = std::min(kTile, l_end - l0);
+    int64_t jlo, jhi;
+    key_range(p, b, g, l0, lt, jlo, jhi);
+    const int64_t W = jhi - jlo, Wp = (W + 7) / 8 * 8;
+    for (int64_t i = 0; i < p.rep; ++i) {
+      const int64_t h = g * p.rep + i, row0 = (b * p.H + h) * p.L + l0;
+      float* o = p.o + row0 * hd;
+      float* lse = p.lse + row0;
+      if (W == 0) {
+        std::fill(o, o + lt * hd, 0.0f);
+        std::fill(lse, lse + lt, -std::numeric_limits<float>::infinity());
+        continue;
+      }
+      gemm(p.q + row0 * hd, hd, 1, kt.data() + jlo, ld, sc.data(), Wp, lt, Wp, hd, false);
+      for (int64_t r = 0; r < lt; ++r) {
+        keep_row(p.mrow(b, h, l0 + r) + jlo * p.mst[3], p.mst[3], W, Wp, keep.data());
+        lse[r] = softmax_lse_row(sc.data() + r * Wp, keep.data(), Wp, p.scale);
+      }
+      gemm(sc.data(), Wp, 1, vb + jlo * p.vst[2], p.vst[2], o, hd, lt, hd, W, false);
+    }
+  }
+}
+
+// Backward task: (row b, kv head g), every query tile in turn, so dK and dV of this kv head are
+// summed here over its query heads and queries without another thread's help.
+RL_CLONES void prefill_bwd_task(const PrefillArgs& p, int64_t bg) {
+  thread_local std::vector<float> kt, vt, sc, dp, qt, dot, dd, keep;
+  const int64_t hd = p.hd, b = bg / p.Hkv, g = bg % p.Hkv, rep = p.rep;
+  const int64_t ld = (p.S + 7) / 8 * 8 + 8;  // every column range [jlo, jlo + round8(W)) fits
+  const float* kb = p.k + b * p.kst[0] + g * p.kst[1];
+  const float* vb = p.v + b * p.vst[0] + g * p.vst[1];
+  float* dk = p.dk + bg * p.S * hd;
+  float* dv = p.dv + bg * p.S * hd;
+  std::fill(dk, dk + p.S * hd, 0.0f);
+  std::fill(dv, dv + p.S * hd, 0.0f);
+  kt.resize(static_cast<size_t>(hd * ld));
+  vt.resize(static_cast<size_t>(hd * ld));
+  transpose_keys(kb, p.kst[2], 0, p.S, hd, kt.data(), ld, ld);
+  transpose_keys(vb, p.vst[2], 0, p.S, hd, vt.data(), ld, ld);
+  const int64_t R = rep * kTile;
+  sc.resize(static_cast<size_t>(R * ld));
+  dp.resize(static_cast<size_t>(R * ld));
+  qt.resize(static_cast<size_t>(R * hd));
+  dot.resize(static_cast<size_t>(R * hd));
+  dd.resize(static_cast<size_t>(R));
+  keep.resize(static_cast<size_t>(ld));
+  for (int64_t l0 = 0; l0 < p.L; l0 += kTile) {
+    const int64_t lt = std::min(kTile, p.L - l0);
+    int64_t jlo, jhi;
+    key_range(p, b, g, l0, lt, jlo, jhi);
+    const int64_t W = jhi - jlo, Wp = (W + 7) / 8 * 8;
+    for (int64_t i = 0; i < rep; ++i) {
+      const int64_t h = g * rep + i, row0 = (b * p.H + h) * p.L + l0;
+      float* dq = p.dq + row0 * hd;
+      if (W == 0) {
+        std::fill(dq, dq + lt * hd, 0.0f);
+        continue;
+      }
+      // this head's rows, stacked at i * lt in the tile's scratch (R = rep * lt rows)
+      float* qi = qt.data() + i * lt * hd;
+      float* di = dot.data() + i * lt * hd;
+      float* si = sc.data() + i * lt * Wp;
+      float* pi = dp.data() + i * lt * Wp;
+      std::memcpy(qi, p.q + row0 * hd, sizeof(float) * lt * hd);
+      std::memcpy(di, p.dout + row0 * hd, sizeof(float) * lt * hd);
+      for (int64_t r = 0; r < lt; ++r) {  // D_r = dO_r . O_r - dlse_r
+        const float* o = p.o + (row0 + r) * hd;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t d = 0; d < hd; ++d) s += di[r * hd + d] * o[d];
+        dd[i * lt + r] = s - p.dlse[row0 + r];
+      }
+      gemm(qi, hd, 1, kt.data() + jlo, ld, si, Wp, lt, Wp, hd, false);  // scores
+      gemm(di, hd, 1, vt.data() + jlo, ld, pi, Wp, lt, Wp, hd, false);  // dP = dO V^T
+      for (int64_t r = 0; r < lt; ++r) {
+        float* s = si + r * Wp;
+        float* d = pi + r * Wp;
+        keep_row(p.mrow(b, h, l0 + r) + jlo * p.mst[3], p.mst[3], W, Wp, keep.data());
+        probs_row(s, keep.data(), Wp, p.scale, p.lse[row0 + r]);
+        const float c = dd[i * lt + r];
+#pragma omp simd
+        for (int64_t j = 0; j < Wp; ++j) d[j] = s[j] * (d[j] - c) * p.scale;  // dS, scaled
+      }
+      gemm(pi, Wp, 1, kb + jlo * p.kst[2], p.kst[2], dq, hd, lt, hd, W, false);  // dQ = dS K
+    }
+    if (W == 0) continue;
+    // dV += P^T dO and dK += dS^T Q over the tile's rep * lt rows at once.
+    const int64_t rows = rep * lt;
+    gemm(sc.data(), 1, Wp, dot.data(), hd, dv + jlo * hd, hd, W, hd, rows, true);
+    gemm(dp.data(), 1, Wp, qt.data(), hd, dk + jlo * hd, hd, W, hd, rows, true);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Primitives
 
 void check_f32(const mx::array& a, const char* op) {
@@ -611,6 +879,36 @@ class DecodeAttention : public CpuPrimitive {
   float scale_;
 };
 
+class PrefillAttention : public CpuPrimitive {
+ public:
+  PrefillAttention(mx::Stream s, float scale) : CpuPrimitive(s), scale_(scale) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  std::vector<mx::array> vjp(const std::vector<mx::array>& primals,
+                             const std::vector<mx::array>& cotangents,
+                             const std::vector<int>& argnums,
+                             const std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "RLPrefillAttention"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return scale_ == static_cast<const PrefillAttention&>(other).scale_;
+  }
+
+ private:
+  float scale_;
+};
+
+class PrefillAttentionVJP : public CpuPrimitive {
+ public:
+  PrefillAttentionVJP(mx::Stream s, float scale) : CpuPrimitive(s), scale_(scale) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  const char* name() const override { return "RLPrefillAttentionVJP"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return scale_ == static_cast<const PrefillAttentionVJP&>(other).scale_;
+  }
+
+ private:
+  float scale_;
+};
+
 class Rope : public CpuPrimitive {
  public:
   explicit Rope(mx::Stream s) : CpuPrimitive(s) {}
@@ -666,19 +964,16 @@ mx::array masked_softmax(const mx::array& scores, const mx::array& mask,
   return mx::array(scores.shape(), mx::float32, std::make_shared<MaskedSoftmax>(st), {sc, m});
 }
 
-// Masked GQA attention: q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of Hkv (query
-// head h reads kv head h / (H / Hkv)), mask bool broadcastable to (B, H, L, S). k and v are read
-// in place with their strides (a cache buffer's [:, :, :S] view is not copied); q is made
-// contiguous (it is small at decode). For few queries (decode): every query row is one dot per key.
-mx::array decode_attention(const mx::array& q, const mx::array& k, const mx::array& v,
-                           const mx::array& mask, float scale, mx::StreamOrDevice s = {}) {
-  auto st = cpu_stream(s);
-  for (auto* a : {&q, &k, &v}) check_f32(*a, "decode_attention");
-  if (mask.dtype() != mx::bool_) throw std::invalid_argument("decode_attention: mask must be bool");
+// Checks q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of Hkv and a boolean mask
+// broadcastable to (B, H, L, S); returns the mask broadcast (a strided view, never copied).
+mx::array attention_mask_view(const mx::array& q, const mx::array& k, const mx::array& v,
+                              const mx::array& mask, const char* op, mx::Stream st) {
+  for (auto* a : {&q, &k, &v}) check_f32(*a, op);
+  if (mask.dtype() != mx::bool_) throw std::invalid_argument(std::string(op) + ": mask must be bool");
   if (q.ndim() != 4 || k.ndim() != 4 || v.shape() != k.shape() || q.shape(0) != k.shape(0) ||
       q.shape(3) != k.shape(3) || k.shape(1) == 0 || q.shape(1) % k.shape(1) != 0) {
     throw std::invalid_argument(
-        "decode_attention: want q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of "
+        std::string(op) + ": want q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of "
         "Hkv");
   }
   mx::Shape full = {q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
@@ -688,13 +983,37 @@ mx::array decode_attention(const mx::array& q, const mx::array& k, const mx::arr
   }
   if (!fits) {
     throw std::invalid_argument(
-        "decode_attention: mask must broadcast to (B, H, L, S) = (" + std::to_string(full[0]) +
+        std::string(op) + ": mask must broadcast to (B, H, L, S) = (" + std::to_string(full[0]) +
         ", " + std::to_string(full[1]) + ", " + std::to_string(full[2]) + ", " +
         std::to_string(full[3]) + "); pass one mask entry per cache slot read");
   }
-  auto m = mx::broadcast_to(mask, full, st);
+  return mx::broadcast_to(mask, full, st);
+}
+
+// Masked GQA attention: q (B, H, L, hd), k and v (B, Hkv, S, hd) with H a multiple of Hkv (query
+// head h reads kv head h / (H / Hkv)), mask bool broadcastable to (B, H, L, S). k and v are read
+// in place with their strides (a cache buffer's [:, :, :S] view is not copied); q is made
+// contiguous (it is small at decode). For few queries (decode): every query row is one dot per key.
+mx::array decode_attention(const mx::array& q, const mx::array& k, const mx::array& v,
+                           const mx::array& mask, float scale, mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  auto m = attention_mask_view(q, k, v, mask, "decode_attention", st);
   return mx::array(q.shape(), mx::float32, std::make_shared<DecodeAttention>(st, scale),
                    {mx::contiguous(q, false, st), k, v, m});
+}
+
+// The same contract as decode_attention, for many queries per row: [out (B, H, L, hd), the
+// log-sum-exp of each query's scaled, masked scores (B, H, L)]. A query with no key set gives
+// zeros, a log-sum-exp of -inf and zero gradients. Differentiable in q, k and v (both outputs).
+std::vector<mx::array> prefill_attention(const mx::array& q, const mx::array& k,
+                                         const mx::array& v, const mx::array& mask, float scale,
+                                         mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  auto m = attention_mask_view(q, k, v, mask, "prefill_attention", st);
+  return mx::array::make_arrays({q.shape(), {q.shape(0), q.shape(1), q.shape(2)}},
+                                {mx::float32, mx::float32},
+                                std::make_shared<PrefillAttention>(st, scale),
+                                {mx::contiguous(q, false, st), k, v, m});
 }
 
 // Rotate-half RoPE: x (..., hd) float32 with hd even, cos and the sign-folded sin broadcastable
@@ -1110,6 +1429,110 @@ std::vector<mx::array> DecodeAttention::vjp(const std::vector<mx::array>& primal
   return res;
 }
 
+// Runs fn(task) for task in [0, n) over the pool (tasks taken one at a time, so uneven tiles
+// balance), or on the stream's thread when `work` (multiply-adds) is too small to share.
+template <class F>
+void run_tasks(int64_t n, int64_t work, F&& fn) {
+  if (work < (int64_t{1} << 20) || n <= 1) {
+    for (int64_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  pool().run(static_cast<int>(n), [&](int t) { fn(t); });
+}
+
+PrefillArgs prefill_args(const std::vector<mx::array>& in, const View4& kv, const View4& vv,
+                         float scale) {
+  auto& q = in[0];
+  auto& m = in[3];
+  PrefillArgs p{};
+  p.B = q.shape(0);
+  p.H = q.shape(1);
+  p.L = q.shape(2);
+  p.hd = q.shape(3);
+  p.Hkv = in[1].shape(1);
+  p.S = in[1].shape(2);
+  p.rep = p.H / p.Hkv;
+  p.mst = {m.strides(0), m.strides(1), m.strides(2), m.strides(3)};
+  p.kst = kv.read_strides();
+  p.vst = vv.read_strides();
+  p.scale = scale;
+  return p;
+}
+
+void PrefillAttention::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  alloc(out[0]);
+  alloc(out[1]);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  enc.set_output_array(out[0]);
+  enc.set_output_array(out[1]);
+  auto kv = view4(in[1]), vv = view4(in[2]);
+  PrefillArgs p = prefill_args(in, kv, vv, scale_);
+  p.q = in[0].data<float>();
+  p.m = in[3].data<bool>();
+  p.o = out[0].data<float>();
+  p.lse = out[1].data<float>();
+  enc.dispatch([p, kv, vv]() mutable {
+    std::vector<float> kbuf, vbuf;
+    p.k = kv.read(kbuf);
+    p.v = vv.read(vbuf);
+    // Tiles per task: all of a (row, kv head)'s when there are enough of those to share out,
+    // else fewer, so a single row still spreads over the threads.
+    const int64_t nt = p.tiles(), want = 8 * pool().size();
+    const int64_t groups = std::clamp<int64_t>((want + p.B * p.Hkv - 1) / (p.B * p.Hkv), 1, nt);
+    const int64_t per = (nt + groups - 1) / groups;
+    run_tasks(p.B * p.Hkv * ((nt + per - 1) / per), p.B * p.H * p.L * p.S * p.hd,
+              [&](int64_t t) { prefill_fwd_task(p, t, per); });
+  });
+}
+
+void PrefillAttentionVJP::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  for (auto& a : out) alloc(a);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  for (auto& a : in) enc.set_input_array(a);
+  for (auto& a : out) enc.set_output_array(a);
+  auto kv = view4(in[1]), vv = view4(in[2]);
+  PrefillArgs p = prefill_args(in, kv, vv, scale_);
+  p.q = in[0].data<float>();
+  p.m = in[3].data<bool>();
+  p.o = const_cast<float*>(in[4].data<float>());
+  p.lse = const_cast<float*>(in[5].data<float>());
+  p.dout = in[6].data<float>();
+  p.dlse = in[7].data<float>();
+  p.dq = out[0].data<float>();
+  p.dk = out[1].data<float>();
+  p.dv = out[2].data<float>();
+  enc.dispatch([p, kv, vv]() mutable {
+    std::vector<float> kbuf, vbuf;
+    p.k = kv.read(kbuf);
+    p.v = vv.read(vbuf);
+    run_tasks(p.B * p.Hkv, p.B * p.H * p.L * p.S * p.hd,
+              [&](int64_t t) { prefill_bwd_task(p, t); });
+  });
+}
+
+// One backward primitive gives dq, dk and dv (dk and dv summed over the query heads sharing a
+// kv head); the log-sum-exp's cotangent (zeros unless a caller uses it) enters as dS += P dlse.
+std::vector<mx::array> PrefillAttention::vjp(const std::vector<mx::array>& primals,
+                                             const std::vector<mx::array>& cotangents,
+                                             const std::vector<int>& argnums,
+                                             const std::vector<mx::array>& outputs) {
+  auto st = stream();
+  auto &q = primals[0], &k = primals[1], &v = primals[2];
+  auto f32 = [&](const mx::array& a) {
+    return mx::contiguous(mx::astype(a, mx::float32, st), false, st);
+  };
+  auto dout = f32(cotangents[0]);
+  auto dlse = f32(cotangents.size() > 1 ? cotangents[1] : mx::zeros_like(outputs[1], st));
+  auto grads = mx::array::make_arrays(
+      {q.shape(), k.shape(), v.shape()}, {mx::float32, mx::float32, mx::float32},
+      std::make_shared<PrefillAttentionVJP>(st, scale_),
+      {q, k, v, primals[3], outputs[0], outputs[1], dout, dlse});
+  std::vector<mx::array> res;
+  for (int a : argnums) res.push_back(a < 3 ? grads[a] : mx::zeros_like(primals[3], st));
+  return res;
+}
+
 std::vector<mx::array> SiluMul::vjp(const std::vector<mx::array>& primals,
                                     const std::vector<mx::array>& cotangents,
                                     const std::vector<int>& argnums,
@@ -1159,6 +1582,11 @@ NB_MODULE(rl_cpu_ext, m) {
         "place, mask bool broadcastable to (B, H, L, S); scores, masked softmax and values in one "
         "pass per (row, kv head); a query with no key set gives zeros. float32, CPU; the "
         "gradient goes through the plain formula.");
+  m.def("prefill_attention", &rl::prefill_attention, "q"_a, "k"_a, "v"_a, "mask"_a, "scale"_a,
+        nb::kw_only(), "stream"_a = nb::none(),
+        "masked GQA attention for many queries, as decode_attention; returns [out, log-sum-exp "
+        "(B, H, L)]; a query with no key set gives zeros, -inf and zero gradients. float32, CPU; "
+        "native backward.");
   m.def("rope", &rl::rope, "x"_a, "cos"_a, "sin"_a, nb::kw_only(), "stream"_a = nb::none(),
         "rotate-half RoPE x * cos + [x[h:], x[:h]] * sin with the sign folded into sin; cos and "
         "sin broadcast to x; float32, CPU");

@@ -19,6 +19,7 @@ from core import cpu_native, cpu_ops, kernels
 
 import mlx.core as mx
 import mlx.nn as nn
+import mlx.utils
 import numpy as np
 import pytest
 from helpers import LLAMA, tiny_model, tiny_tokenizer
@@ -263,9 +264,9 @@ def test_decode_attention_gradient_and_a_strided_cache(ext):
 
 
 def test_attention_dispatches_decode_to_the_fused_kernel(ext, monkeypatch):
-    """cpu_ops.attention: few queries go to the fused kernel, longer ones to the matmul path; both
-    give MLX's fused attention's values (on queries with a key); the switch at 0 turns the fused
-    kernel off."""
+    """cpu_ops.attention: few queries go to the fused decode kernel, longer ones to the prefill
+    kernel; both give MLX's fused attention's values (on queries with a key); the switch at 0
+    turns the decode kernel off."""
     monkeypatch.setattr(cpu_ops, "ENABLED", True)
     calls = []
     real = ext.decode_attention
@@ -283,6 +284,164 @@ def test_attention_dispatches_decode_to_the_fused_kernel(ext, monkeypatch):
     assert len(calls) == 2
 
 
+def _prefill_ref(q, k, v, mask, scale, g):
+    """float64 masked GQA attention, its log-sum-exp and the gradients of sum(out * g) for q, k
+    and v; a query with no key set gives zeros, a log-sum-exp of -inf and no gradient."""
+    q, k, v, g = (np.array(a, dtype=np.float64) for a in (q, k, v, g))
+    B, H, L, hd = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    rep = H // Hkv
+    kk, vv = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    m = np.broadcast_to(np.array(mask), (B, H, L, S))
+    s = np.einsum("bhld,bhsd->bhls", q, kk) * scale
+    top = np.where(m, s, -np.inf).max(-1, keepdims=True)
+    seen = np.isfinite(top)
+    e = np.where(m, np.exp(s - np.where(seen, top, 0.0)), 0.0)
+    total = e.sum(-1, keepdims=True)
+    p = e / np.where(seen, total, 1.0)
+    lse = np.where(seen, top + np.log(np.where(seen, total, 1.0)), -np.inf)[..., 0]
+    dp = g @ vv.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
+    dk = (ds.swapaxes(-1, -2) @ q).reshape(B, Hkv, rep, S, hd).sum(2)
+    dv = (p.swapaxes(-1, -2) @ g).reshape(B, Hkv, rep, S, hd).sum(2)
+    return p @ vv, lse, ds @ kk, dk, dv
+
+
+def _close(got, want, rel):
+    want = np.asarray(want, dtype=np.float64)
+    return _err(got, want) < rel * max(1.0, float(np.abs(want).max()))
+
+
+PREFILL_CASES = [  # (B, H, Hkv, L, S, hd): GQA 9/3, 4/2, 3/3, 5/1; head dims 64 and 33
+    (1, 9, 3, 1, 1, 64),
+    (2, 9, 3, 17, 40, 64),
+    (3, 9, 3, 81, 140, 64),  # the reward model's scoring
+    (2, 4, 2, 130, 300, 64),
+    (1, 9, 3, 130, 130, 64),  # a whole prefill, batch 1
+    (2, 3, 3, 17, 30, 33),
+    (3, 5, 1, 81, 90, 33),
+    (32, 9, 3, 79, 140, 64),  # the policy's update
+]
+
+
+@pytest.mark.parametrize("B,H,Hkv,L,S,hd", PREFILL_CASES)
+def test_prefill_attention_matches_float64_and_the_plain_path(ext, B, H, Hkv, L, S, hd):
+    """The prefill kernel over the cache's view (left padding, a fully masked query), its
+    log-sum-exp and its native gradients of q, k and v against float64 and the matmul path
+    (values on queries with a key: the plain twins give NaN elsewhere)."""
+    rng = np.random.default_rng(B * 1000 + L * 10 + hd)
+    q, k, v, mask = _decode_case(rng, B, H, Hkv, L, S, hd, capacity=S + 9)
+    g = mx.array(rng.normal(size=q.shape).astype(np.float32))
+    scale = hd**-0.5
+    out, lse = ext.prefill_attention(q, k, v, mask, scale)
+    ref, lse_ref, *grads_ref = _prefill_ref(q, k, v, mask, scale, g)
+    assert out.shape == q.shape and lse.shape == q.shape[:3] and out.dtype == mx.float32
+    assert _close(out, ref, 2e-6), _err(out, ref)
+    seen = np.isfinite(lse_ref)
+    assert _close(np.array(lse)[seen], lse_ref[seen], 2e-6)
+    assert np.all(np.array(lse)[~seen] == -np.inf) and np.all(np.array(out)[~seen] == 0.0)
+    twin = cpu_ops._attention_block(q, k, v, scale, mask)
+    assert _err(np.array(out)[seen], np.array(twin)[seen]) < 2e-6
+
+    def loss(fn):
+        return lambda a, b, c: (fn(a, b, c) * g).sum()
+
+    ours = mx.grad(loss(lambda a, b, c: ext.prefill_attention(a, b, c, mask, scale)[0]), (0, 1, 2))
+    plain = mx.grad(loss(lambda a, b, c: cpu_ops._attention_block(a, b, c, scale, mask)), (0, 1, 2))
+    for got, want, want64 in zip(ours(q, k, v), plain(q, k, v), grads_ref, strict=True):
+        assert got.shape == want64.shape
+        assert _close(got, want64, 1e-5), _err(got, want64)
+        assert _close(got, want, 1e-5), _err(got, want)
+    if not seen.all():  # a query with no key: zero gradient for it
+        assert np.all(np.array(ours(q, k, v)[0])[~seen] == 0.0)
+
+
+def test_prefill_attention_broadcast_mask_lse_gradient_and_strided_keys(ext):
+    """A causal mask broadcast over rows and heads ((L, S) and (1, 1, L, S), read as a view),
+    the log-sum-exp's own gradient (dS += P dlse), and a k whose last axis is not contiguous."""
+    rng = np.random.default_rng(21)
+    B, H, Hkv, L, S, hd = 4, 9, 3, 33, 50, 64
+    q, k, v, _ = _decode_case(rng, B, H, Hkv, L, S, hd, capacity=S)
+    causal = np.arange(S)[None, :] <= (S - L + np.arange(L))[:, None]
+    ref, lse_ref, *_ = _prefill_ref(q, k, v, causal, 0.125, mx.zeros(q.shape))
+    for mask in (mx.array(causal), mx.array(causal)[None, None]):
+        out, lse = ext.prefill_attention(q, k, v, mask, 0.125)
+        assert _close(out, ref, 2e-6) and _close(lse, lse_ref, 2e-6)
+    m = mx.array(causal)
+    w = mx.array(rng.normal(size=(B, H, L)).astype(np.float32))
+
+    def plain_lse(a, b):
+        s = (a @ mx.repeat(b, H // Hkv, axis=1).swapaxes(-1, -2)) * 0.125
+        return (mx.logsumexp(mx.where(m, s, -mx.inf), axis=-1) * w).sum()
+
+    ours = mx.grad(lambda a, b: (ext.prefill_attention(a, b, v, m, 0.125)[1] * w).sum(), (0, 1))
+    for got, want in zip(ours(q, k), mx.grad(plain_lse, (0, 1))(q, k), strict=True):
+        assert _close(got, want, 1e-5), _err(got, want)
+    kt = mx.array(np.ascontiguousarray(np.array(k).swapaxes(-1, -2))).swapaxes(-1, -2)
+    assert _err(ext.prefill_attention(q, kt, v, m, 0.125)[0], ref) < 2e-6 * max(
+        1, np.abs(ref).max()
+    )
+
+
+def test_attention_dispatches_long_runs_to_the_prefill_kernel(ext, monkeypatch):
+    """cpu_ops.attention: above FUSED_MAX_QUERIES the prefill kernel, also under mx.grad and
+    inside blocked(), with the matmul path's values and gradients; NATIVE_PREFILL off gives the
+    matmul path."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    calls = []
+    real = ext.prefill_attention
+    monkeypatch.setattr(ext, "prefill_attention", lambda *a: calls.append(a[0].shape) or real(*a))
+    rng = np.random.default_rng(8)
+    q, k, v, mask = _decode_case(rng, 16, 9, 3, 81, 140, 64, capacity=160)
+    seen = np.broadcast_to(np.array(mask).any(-1, keepdims=True), q.shape)
+    plain_out = np.where(seen, cpu_ops.attention_cpu(q, k, v, 0.125, mask), 0)
+    got = cpu_ops.attention(q, k, v, 0.125, mask)
+    with cpu_ops.blocked():
+        got_blocked = cpu_ops.attention(q, k, v, 0.125, mask)
+    for a in (got, got_blocked):
+        assert _err(np.where(seen, a, 0), plain_out) < 2e-6
+    assert len(calls) == 2
+    g = mx.array(rng.normal(size=q.shape).astype(np.float32))
+
+    def loss(fn):
+        return mx.grad(lambda a, b, c: (fn(a, b, c, 0.125, mask) * g).sum(), (0, 1, 2))
+
+    ours, plain = loss(cpu_ops.attention)(q, k, v), loss(cpu_ops.attention_cpu)(q, k, v)
+    for got, want in zip(ours, plain, strict=True):
+        assert _close(got, want, 1e-5), _err(got, want)
+    assert len(calls) == 3
+    monkeypatch.setattr(cpu_ops, "NATIVE_PREFILL", False)
+    assert _err(np.where(seen, cpu_ops.attention(q, k, v, 0.125, mask), 0), plain_out) < 2e-6
+    assert len(calls) == 3
+
+
+def test_model_forward_and_gradient_equal_with_the_prefill_kernel_on_and_off(ext, monkeypatch):
+    """End to end: a tiny model at head dim 64 (GQA 3/1) on 40 left-padded tokens gives the same
+    log-probs and parameter gradients with the prefill kernel and with the matmul path."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    config = dict(LLAMA, hidden_size=192, num_attention_heads=3, num_key_value_heads=1, head_dim=64)
+    net = tiny_model(config)
+    rng = np.random.default_rng(9)
+    tokens = mx.array(rng.integers(0, config["vocab_size"], size=(3, 40)).astype(np.int32))
+    pad = mx.array([0, 5, 17], dtype=mx.int32)
+
+    def loss(m):
+        logp = nn.log_softmax(m.logits(m.hidden(tokens, pad=pad)), axis=-1)
+        return logp[:, 20:].mean()
+
+    calls = []
+    real = ext.prefill_attention
+    monkeypatch.setattr(ext, "prefill_attention", lambda *a: calls.append(1) or real(*a))
+    on_val, on_grad = nn.value_and_grad(net, loss)(net)
+    assert calls, "the prefill kernel was not used"
+    monkeypatch.setattr(cpu_ops, "NATIVE_PREFILL", False)
+    off_val, off_grad = nn.value_and_grad(net, loss)(net)
+    assert abs(on_val.item() - off_val.item()) < 1e-5
+    flat_on = dict(mlx.utils.tree_flatten(on_grad))
+    for name, want in mlx.utils.tree_flatten(off_grad):
+        assert _close(flat_on[name], want, 1e-4), (name, _err(flat_on[name], want))
+
+
 def test_greedy_decode_equal_with_the_kernels_on_and_off(ext, monkeypatch):
     """End to end: a tiny model at SmolLM2's head dim (64, GQA 3/1) decodes the same greedy
     tokens with every kernel, with all but the fused attention, also without the native RoPE,
@@ -297,6 +456,7 @@ def test_greedy_decode_equal_with_the_kernels_on_and_off(ext, monkeypatch):
     on = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
     assert calls, "the fused kernel was not used"
     monkeypatch.setattr(cpu_ops, "FUSED_MAX_QUERIES", 0)
+    monkeypatch.setattr(cpu_ops, "NATIVE_PREFILL", False)
     no_fused = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
     monkeypatch.setattr(cpu_ops, "NATIVE_ROPE", False)
     no_rope = g.sample_group(prompts, 2, 24, temperature=0, seed=0)
@@ -468,6 +628,11 @@ def test_forced_build_failure_uses_the_plain_path_with_one_note(tmp_path):
         "assert cpu_native.load() is None\n"
         "assert mx.allclose(a, nn.silu(g) * u, atol=1e-5).item()\n"
         "assert mx.allclose(b, mx.fast.rms_norm(g, w, 1e-5)).item()\n"
+        "q = mx.random.normal((2, 3, 20, 8)); k = mx.random.normal((2, 1, 20, 8))\n"
+        "m = mx.tril(mx.ones((20, 20), dtype=mx.bool_))[None, None]\n"
+        "o = cpu_ops.attention(q, k, k, 0.3, m)\n"
+        "want = mx.fast.scaled_dot_product_attention(q, k, k, scale=0.3, mask=m)\n"
+        "assert mx.allclose(o, want, atol=1e-5).item()\n"
         "print('plain ok')\n"
     )
     env = {**os.environ, cpu_native.EXT_ENV: "fail", cpu_native.CACHE_ENV: str(tmp_path)}
