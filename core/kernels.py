@@ -383,12 +383,14 @@ def _block_forward(h, w, tok, cols, want_ent, kept=None):
     return lse, tgt, mx.sum(mx.exp(-gap) * (ents + gap), axis=-1)
 
 
-def _block_backward(h, w, lse, g, gh, ent, want_w=True):
-    """One (rows, vocab block) tile: recompute its logits, return its d/dh part (rows, D) and its
-    d/dw block (block, D; None without `want_w`), fresh arrays. One-hot parts are the caller's."""
+def _block_backward(h, w, lse, g, gh, ent, want_w=True, z=None):
+    """One (rows, vocab block) tile: its logits `z` as the forward kept them, else recomputed;
+    return its d/dh part (rows, D) and its d/dw block (block, D; None without `want_w`), fresh
+    arrays. One-hot parts are the caller's."""
     mm, ew = cpu_ops.streams()
-    with _on(mm):
-        z = h @ w.T  # (rows, block)
+    if z is None:
+        with _on(mm):
+            z = h @ w.T  # (rows, block)
     with _on(ew):
         grad_z = _softmax_grad(z, lse, g, gh, ent)
     with _on(mm):
@@ -412,34 +414,6 @@ def _logprobs_forward(h, w, tok, valid, plan):
     return out + tuple(kept or ())
 
 
-def _kept_backward(hs, w32, kept, lse, g, gh, ent, plan, want_w):
-    """d/dh (N, D) and d/dw (V, D) or None from the forward's kept logits: each tile's softmax
-    gradient times its weight block, no logits recomputed. One-hot parts are the caller's."""
-    mm, ew = cpu_ops.streams()
-    tiles = iter(kept)
-    blocks = [None] * len(plan["cols"])  # d/dw per vocabulary tile, summed over row chunks
-    grad_hs = []
-    for r0, r1 in plan["rows"]:
-        sl = slice(r0, r1)
-        gh_s = None if gh is None else gh[sl]
-        ent_s = None if ent is None else ent[sl]
-        total = None
-        for j, (v0, v1) in enumerate(plan["cols"]):
-            with _on(ew):
-                grad_z = _softmax_grad(next(tiles), lse[sl], g[sl], gh_s, ent_s)
-            with _on(mm):
-                part = grad_z @ w32[v0:v1]
-                if want_w:
-                    block = grad_z.T @ hs[sl]
-                    blocks[j] = block if blocks[j] is None else blocks[j] + block
-            total = part if total is None else total + part
-        grad_hs.append(total)
-    grad_w = None
-    if want_w:
-        grad_w = blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)
-    return mx.concatenate(grad_hs), grad_w
-
-
 def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
     h, w = primals
     hs = h.astype(mx.float32) * plan["inv_t"]
@@ -449,42 +423,39 @@ def _logprobs_backward(primals, cotangents, outputs, tok, valid, plan):
     gh = cotangents[2].astype(mx.float32) if plan["entropy_grad"] else None
     ent = outputs[2] if plan["entropy_grad"] else None
     want_w = plan["weight_grad"]
-    if plan["keep"]:
-        kept = outputs[3 if plan["entropy"] else 2 :]
-        grad_hs, blocks_w = _kept_backward(hs, w32, kept, lse, g, gh, ent, plan, want_w)
-        return _one_hot_parts(h, w, hs, w32, tok, g, grad_hs, blocks_w, plan)
     # Vocabulary blocks in the outer loop over a few large row spans: each tile's d/dw block is
     # a fresh array, so nothing V x D is accumulated in place (which MLX would copy whenever
-    # another pending op still references the accumulator), and d/dw is one concatenate.
-    blocks = [None] * len(plan["bwd_cols"])
+    # another pending op still references the accumulator), and d/dw is one concatenate. Kept
+    # logits (plan["keep"]) come in the forward's tiles, (row chunk, vocabulary tile) in order.
+    kept = iter(outputs[3 if plan["entropy"] else 2 :]) if plan["keep"] else None
+    tiles = ("rows", "cols") if plan["keep"] else ("bwd_rows", "bwd_cols")
+    rows, cols = plan[tiles[0]], plan[tiles[1]]
+    blocks = [None] * len(cols)
     grad_hs = []
-    for r0, r1 in plan["bwd_rows"]:
+    for r0, r1 in rows:
         sl = slice(r0, r1)
         h_s, lse_s, g_s = hs[sl], lse[sl], g[sl]
         gh_s = None if gh is None else gh[sl]
         ent_s = None if ent is None else ent[sl]
         total, done = None, []  # d/dh of this span
-        for j, (v0, v1) in enumerate(plan["bwd_cols"]):
+        for j, (v0, v1) in enumerate(cols):
             h_j = _after(h_s, done[j - _LAG] if j >= _LAG else [])
-            part, block = _block_backward(h_j, w32[v0:v1], lse_s, g_s, gh_s, ent_s, want_w)
+            z = None if kept is None else next(kept)
+            part, block = _block_backward(h_j, w32[v0:v1], lse_s, g_s, gh_s, ent_s, want_w, z=z)
             done.append([part, block])
             total = part if total is None else total + part
             blocks[j] = block if blocks[j] is None else blocks[j] + block
         grad_hs.append(total)
-    grad_w = None
-    if want_w:
-        grad_w = blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)
-    return _one_hot_parts(h, w, hs, w32, tok, g, mx.concatenate(grad_hs), grad_w, plan)
-
-
-def _one_hot_parts(h, w, hs, w32, tok, g, grad_hs, grad_w, plan):
-    """Add d logp / d z's one-hot part (onehot(tok) - softmax): an N x D gather for d/dh and an
-    N x D scatter-add for d/dw, instead of an N x V pass; back to the inputs' dtypes."""
-    grad_hs = grad_hs + g[:, None] * w32[tok]
+    # d logp / d z = onehot(tok) - softmax: the one-hot part is an N x D gather for d/dh and an
+    # N x D scatter-add for d/dw, instead of an N x V pass.
+    grad_hs = mx.concatenate(grad_hs) + g[:, None] * w32[tok]
     grad_hs = (grad_hs * plan["inv_t"]).astype(h.dtype)
-    if grad_w is None:
+    if not want_w:
         return grad_hs, None
-    return grad_hs, grad_w.at[tok].add(g[:, None] * hs).astype(w.dtype)
+    grad_w = (
+        (blocks[0] if len(blocks) == 1 else mx.concatenate(blocks)).at[tok].add(g[:, None] * hs)
+    )
+    return grad_hs, grad_w.astype(w.dtype)
 
 
 def _check_logprob_args(hidden, weight, tokens, temperature, chunk_rows, chunk_vocab):

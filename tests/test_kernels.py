@@ -149,18 +149,19 @@ def test_frozen_weight_and_metric_entropy_keep_the_hidden_gradient(chunk_vocab, 
 
 @pytest.mark.parametrize("limit,kept", [(1000 * 33, True), (1000 * 33 - 1, False)])
 def test_keep_logits_reuses_the_forward_only_within_its_memory_limit(limit, kept, monkeypatch):
-    # At the limit (33 rows x 1000 vocabulary) the backward reads the forward's logits and never
-    # recomputes a tile; one element over, it recomputes; the gradient is the same either way.
+    # At the limit (33 rows x 1000 vocabulary) the backward reads the forward's logits, all 15
+    # tiles (5 row chunks of 8 x 3 vocabulary tiles), and never recomputes one; one element over,
+    # it recomputes; the gradient is the same either way.
     h, w, tok = _inputs((33,), 1000, 48, seed=12)
     calls = {"kept": 0, "recomputed": 0}
-    real_kept, real_block = K._kept_backward, K._block_backward
+    real_block = K._block_backward
 
-    def count(name, real):
-        return lambda *a, **k: calls.__setitem__(name, calls[name] + 1) or real(*a, **k)
+    def count(*a, z=None):
+        calls["recomputed" if z is None else "kept"] += 1
+        return real_block(*a, z=z)
 
     monkeypatch.setattr(K, "_KEEP_ELEMS", limit)
-    monkeypatch.setattr(K, "_kept_backward", count("kept", real_kept))
-    monkeypatch.setattr(K, "_block_backward", count("recomputed", real_block))
+    monkeypatch.setattr(K, "_block_backward", count)
     c = mx.array(np.random.default_rng(5).normal(size=tok.shape).astype(np.float32))
 
     def loss(h, w, keep):
@@ -168,7 +169,7 @@ def test_keep_logits_reuses_the_forward_only_within_its_memory_limit(limit, kept
         return mx.sum(c * logp)
 
     got = mx.grad(lambda h, w: loss(h, w, True), argnums=(0, 1))(h, w)
-    assert (calls["kept"], calls["recomputed"] > 0) == ((1, False) if kept else (0, True))
+    assert (calls["kept"], calls["recomputed"] > 0) == ((15, False) if kept else (0, True))
     want = mx.grad(lambda h, w: mx.sum(c * K.token_logprobs_naive(h, w, tok, 0.9)), (0, 1))(h, w)
     for g, r in zip(got, want, strict=True):
         assert _max_err(g, r) <= 1e-5 * _scale(r)
