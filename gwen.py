@@ -351,14 +351,15 @@ def ragged_cut(lengths, width: int) -> tuple[int, int] | None:
     return (cut, top) if n * width - best >= RAGGED_MIN_SAVING * n * width else None
 
 
-def ragged_blocks(model, x: mx.array, layers: range, cache: KVCache, lengths) -> mx.array:
+def ragged_blocks(model, x: mx.array, layers: range, cache: KVCache, lengths=None) -> mx.array:
     """model.blocks over right-padded rows x (N, T, D) continuing `cache`, where row i needs only
     its first lengths[i] positions: run as ragged_cut says, so padding past the rows' ends costs
     (almost) nothing. The result is (N, T, D); a position at or past its row's length holds
     either what the plain pass gives there or zeros, so read only positions < lengths. The cache
-    is spent (its offset no longer matches every row). Differentiable like model.blocks."""
+    is spent (its offset no longer matches every row). Differentiable like model.blocks.
+    `lengths` None: every position is needed (model.blocks itself)."""
     N, T, D = x.shape
-    plan = ragged_cut(lengths, T)
+    plan = None if lengths is None else ragged_cut(lengths, T)
     if plan is None:
         return model.blocks(x, layers, cache)
     cut, top = plan
@@ -388,10 +389,7 @@ def _run_groups(
     h_comp = None
     if x_completion is not None:
         cache = cache.broadcast_batch(group_size, capacity=P + T)
-        if lengths is None:
-            h_comp = model.blocks(x_completion, layers, cache)
-        else:
-            h_comp = ragged_blocks(model, x_completion, layers, cache, lengths)
+        h_comp = ragged_blocks(model, x_completion, layers, cache, lengths)
     if norm:
         h_prompt = model.final_norm(h_prompt)
         h_comp = None if h_comp is None else model.final_norm(h_comp)

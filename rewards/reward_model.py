@@ -229,11 +229,8 @@ class RewardModel(nn.Module):
             self.backbone.blocks(self.backbone.embed(head_tokens), range(self.n_layers), cache)
             cache = cache.take_rows(rows, capacity=head_tokens.shape[1] + width)
             x, layers = self.backbone.embed(body_tokens), range(self.n_layers)
-            if ragged:
-                h = ragged_blocks(self.backbone, x, layers, cache, [len(b) for b in bodies])
-            else:
-                h = self.backbone.blocks(x, layers, cache)
-            h = self.backbone.final_norm(h)  # (N, width, D)
+            lengths = [len(b) for b in bodies] if ragged else None
+            h = self.backbone.final_norm(ragged_blocks(self.backbone, x, layers, cache, lengths))
             last = mx.array([len(b) - 1 for b in bodies], dtype=mx.int32)
             h = h[mx.arange(len(bodies)), last]  # (N, D): each row's last real token
             values = self.score_head(h.astype(mx.float32))[:, 0].tolist()

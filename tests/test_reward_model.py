@@ -114,8 +114,10 @@ def test_shared_prompt_prefix_scores_equal_whole_rows(base, batch_size, float32_
     cuts, real = [], reward_model.ragged_blocks
     monkeypatch.setattr(reward_model, "ragged_blocks", lambda *a: cuts.append(a[4]) or real(*a))
     again = rm.score(prompts, answers, cats, batch_size=batch_size)
-    padded = rm.score(prompts, answers, cats, batch_size=batch_size, ragged=False)
     assert cuts and any(gwen.ragged_cut(c, max(c)) is not None for c in cuts), cuts
+    n_ragged = len(cuts)
+    padded = rm.score(prompts, answers, cats, batch_size=batch_size, ragged=False)
+    assert cuts[n_ragged:] == [None] * n_ragged  # the same chunks, every position needed
     assert again == pytest.approx(whole, abs=1e-4) and padded == pytest.approx(whole, abs=1e-4)
 
 
