@@ -1,7 +1,8 @@
 // Fused CPU kernels for rl-values as MLX primitives: RMSNorm, silu(g)*u and a masked softmax,
 // forward and backward; decode attention (scores, masked softmax and values in one pass over
 // the KV cache's view); rotate-half RoPE from cos/sin tables; and the LM head's row statistics
-// (log-sum-exp, entropy, the softmax gradient) over (rows, vocabulary chunk) logits.
+// (log-sum-exp, entropy, the softmax gradient) over (rows, vocabulary chunk) logits; and the
+// numpy sampler's inverse-CDF draw per row of logits.
 //
 // Each op is an mlx::core::Primitive whose eval_cpu enqueues its work on the primitive's CPU
 // stream through MLX's command encoder, so it is ordered with the stream's other ops. Inside that
@@ -318,6 +319,79 @@ void lse_entropy_rows(const float* z, float* lse, float* ent, int64_t r0, int64_
     float log_s = std::log(sum);
     lse[r] = m + log_s;
     if (ent != nullptr) ent[r] = log_s + wsum / sum;
+  }
+}
+
+// Inverse-CDF sampling per row of float32 logits z (the numpy sampler's draw, core/sampling.py):
+// m = max z, e_j = exp((z_j - m) * inv_t) (0 below exp(-87), so a -inf logit never draws),
+// total = sum e in double over 256-token blocks; the token is the first j whose cumulative mass
+// exceeds u * total, found over the blocks' running sums and then inside one block; log-prob =
+// (z_tok - m) * inv_t - log(total). A row holding NaN or +inf (or only -inf) gets token -1 and
+// a NaN total, which the caller reports.
+constexpr int64_t kSampleBlock = 256;
+
+RL_CLONES
+void draw_rows(const float* z, const double* u, float inv_t, int32_t* tok, float* logp,
+                 float* total, int64_t r0, int64_t r1, int64_t n) {
+  thread_local std::vector<float> e;
+  thread_local std::vector<double> cum;
+  const int64_t nb = (n + kSampleBlock - 1) / kSampleBlock;
+  e.resize(n);
+  cum.resize(nb);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* zr = z + r * n;
+    float m = -std::numeric_limits<float>::infinity();
+    int nans = 0;
+#pragma omp simd reduction(max : m) reduction(+ : nans)
+    for (int64_t j = 0; j < n; ++j) {
+      m = std::max(m, zr[j]);
+      nans += zr[j] != zr[j];
+    }
+    if (nans > 0 || !std::isfinite(m)) {
+      tok[r] = -1;
+      logp[r] = total[r] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    double acc = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t j0 = b * kSampleBlock, j1 = std::min(n, j0 + kSampleBlock);
+      float s = 0.0f;
+      float* eb = e.data();
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = j0; j < j1; ++j) {
+        const float x = (zr[j] - m) * inv_t;
+        const float v = x < -87.0f ? 0.0f : exp_poly(x);
+        eb[j] = v;
+        s += v;
+      }
+      acc += s;
+      cum[b] = acc;
+    }
+    const double target = u[r] * acc;
+    int64_t b = 0;
+    while (b + 1 < nb && cum[b] <= target) ++b;
+    double run = b > 0 ? cum[b - 1] : 0.0;
+    const int64_t j0 = b * kSampleBlock, j1 = std::min(n, j0 + kSampleBlock);
+    int64_t pick = j1 - 1;  // rounding can leave the target at the block's end
+    for (int64_t j = j0; j < j1; ++j) {
+      run += e[j];
+      if (run > target) {
+        pick = j;
+        break;
+      }
+    }
+    if (e[pick] == 0.0f) {  // the nearest earlier token with mass, else the first one
+      int64_t j = pick;
+      while (j >= 0 && e[j] == 0.0f) --j;
+      if (j < 0) {
+        j = pick;
+        while (e[j] == 0.0f) ++j;  // the row's max has mass 1, so one exists
+      }
+      pick = j;
+    }
+    tok[r] = static_cast<int32_t>(pick);
+    logp[r] = static_cast<float>(static_cast<double>((zr[pick] - m) * inv_t) - std::log(acc));
+    total[r] = static_cast<float>(acc);
   }
 }
 
@@ -855,6 +929,17 @@ class LseEntropy : public CpuPrimitive {
   bool want_ent_;
 };
 
+class SampleRows : public CpuPrimitive {
+ public:
+  SampleRows(mx::Stream s, float inv_t) : CpuPrimitive(s), inv_t_(inv_t) {}
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) override;
+  const char* name() const override { return "RLSampleRows"; }
+  bool is_equivalent(const mx::Primitive&) const override { return false; }  // a draw each
+
+ private:
+  float inv_t_;
+};
+
 class SoftmaxGrad : public CpuPrimitive {
  public:
   explicit SoftmaxGrad(mx::Stream s) : CpuPrimitive(s) {}
@@ -1057,6 +1142,25 @@ std::vector<mx::array> lse_entropy(const mx::array& z, bool want_ent, mx::Stream
                                 std::make_shared<LseEntropy>(st, want_ent), {zc});
 }
 
+// [tokens int32, log-probs float32, totals float32] per row of float32 (rows, cols) logits
+// drawn with uniforms u (rows,) float64 in [0, 1) at temperature 1 / inv_t. No autodiff.
+std::vector<mx::array> sample_rows(const mx::array& z, const mx::array& u, float inv_t,
+                                   mx::StreamOrDevice s = {}) {
+  auto st = cpu_stream(s);
+  check_rows(z, "sample_rows");
+  if (u.dtype() != mx::float64 || u.ndim() != 1 || u.shape(0) != z.shape(0)) {
+    throw std::invalid_argument("sample_rows: u must be float64 (rows,)");
+  }
+  if (!(inv_t > 0.0f) || !std::isfinite(inv_t)) {
+    throw std::invalid_argument("sample_rows: inv_t must be positive and finite");
+  }
+  auto zc = mx::contiguous(z, false, st);
+  auto uc = mx::contiguous(u, false, st);
+  mx::Shape rows = {z.shape(0)};
+  return mx::array::make_arrays({rows, rows, rows}, {mx::int32, mx::float32, mx::float32},
+                                std::make_shared<SampleRows>(st, inv_t), {zc, uc});
+}
+
 // exp(z - lse) * (c - gh * (z - lse)), lse, c and gh per row.
 mx::array softmax_grad(const mx::array& z, const mx::array& lse, const mx::array& c,
                        const mx::array& gh, mx::StreamOrDevice s = {}) {
@@ -1248,6 +1352,23 @@ void LseEntropy::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::arra
     if (!want) std::fill(ep, ep + rows, 0.0f);
     parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) {
       lse_entropy_rows(zp, lp, want ? ep : nullptr, r0, r1, n);
+    });
+  });
+}
+
+void SampleRows::eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& out) {
+  auto& z = in[0];
+  auto& u = in[1];
+  for (auto& o : out) alloc(o);
+  auto& enc = mx::cpu::get_command_encoder(stream());
+  enc.set_input_array(z);
+  enc.set_input_array(u);
+  for (auto& o : out) enc.set_output_array(o);
+  int64_t rows = z.shape(0), n = z.shape(1);
+  enc.dispatch([zp = z.data<float>(), up = u.data<double>(), tp = out[0].data<int32_t>(),
+                lp = out[1].data<float>(), sp = out[2].data<float>(), rows, n, inv_t = inv_t_]() {
+    parallel_rows(rows, n, [&](int64_t r0, int64_t r1, int) {
+      draw_rows(zp, up, inv_t, tp, lp, sp, r0, r1, n);
     });
   });
 }
@@ -1576,6 +1697,12 @@ NB_MODULE(rl_cpu_ext, m) {
   m.def("softmax_grad", &rl::softmax_grad, "z"_a, "lse"_a, "c"_a, "gh"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "exp(z - lse) * (c - gh * (z - lse)) with lse, c, gh per row; float32. No autodiff.");
+  m.def("sample_rows", &rl::sample_rows, "z"_a, "u"_a, "inv_t"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "[tokens int32, log-probs, totals] per row of float32 (rows, cols) logits: the first "
+        "token whose cumulative mass of exp((z - max) * inv_t) exceeds u * total (u float64 "
+        "(rows,) in [0, 1)); log-prob under the tempered full softmax. A row with NaN or +inf "
+        "gets token -1 and a NaN total. No autodiff.");
   m.def("decode_attention", &rl::decode_attention, "q"_a, "k"_a, "v"_a, "mask"_a, "scale"_a,
         nb::kw_only(), "stream"_a = nb::none(),
         "masked GQA attention for few queries: q (B, H, L, hd), k and v (B, Hkv, S, hd) read in "

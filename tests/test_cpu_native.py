@@ -15,7 +15,7 @@ from pathlib import Path
 from core import backend
 
 # isort: split
-from core import cpu_native, cpu_ops, kernels
+from core import cpu_native, cpu_ops, kernels, sampling
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -597,6 +597,115 @@ def test_kernels_refuse_wrong_inputs(ext):
         ext.lse_entropy(mx.ones((2, 3, 4)), True)
     with pytest.raises(ValueError, match="per-row"):
         ext.softmax_grad(mx.ones((2, 4)), mx.ones((3,)), mx.ones((2,)), mx.ones((2,)))
+
+
+def _exact_draw(z, u, temperature):
+    """float64 inverse CDF: the first token whose cumulative tempered mass exceeds u * total,
+    and each draw's distance (in probability) to that token's nearer edge."""
+    z = z.astype(np.float64)
+    p = np.exp((z - z.max(axis=1, keepdims=True)) / temperature)
+    cdf = np.cumsum(p, axis=1) / p.sum(axis=1, keepdims=True)
+    tokens = (cdf <= u[:, None]).sum(axis=1)
+    rows = np.arange(len(u))
+    below = np.where(tokens > 0, cdf[rows, np.maximum(tokens - 1, 0)], 0.0)
+    edge = np.minimum(u - below, cdf[rows, tokens] - u)
+    return tokens, edge
+
+
+@pytest.mark.parametrize("vocab", [1, 7, 256, 257, 1000, 49152])
+def test_sample_rows_draws_the_inverse_cdf_token(ext, vocab):
+    """The native draw against float64 and against the numpy sampler with the same uniforms:
+    the same token in every row but at most two whose draw lies within 1e-6 of the token's edge
+    (rounding may pick either side there); the log-prob under the tempered full softmax."""
+    rng = np.random.default_rng(vocab)
+    rows = 64
+    z = (rng.normal(size=(rows, vocab)) * 3).astype(np.float32)
+    z[:, ::5] -= 40.0  # low-mass tokens among the rest
+    for temperature in (1.0, 0.8, 1.7):
+        u = rng.random(rows)
+        tok, logp, total = ext.sample_rows(
+            mx.array(z), mx.array(u, dtype=mx.float64), 1 / temperature
+        )
+        tok, logp, total = np.array(tok), np.array(logp), np.array(total)
+        want, edge = _exact_draw(z, u, temperature)
+        off = np.flatnonzero(tok != want)
+        assert len(off) <= 2 and (edge[off] < 1e-6).all(), (off, tok[off], want[off], edge[off])
+        assert ((tok >= 0) & (tok < vocab)).all()
+        zt = z.astype(np.float64) / temperature
+        lse = np.log(np.exp(zt - zt.max(axis=1, keepdims=True)).sum(axis=1)) + zt.max(axis=1)
+        assert np.abs(logp - (zt[np.arange(rows), tok] - lse)).max() < 2e-5
+        ref = np.exp(zt - zt.max(axis=1, keepdims=True)).sum(axis=1)
+        assert np.abs(total / ref - 1).max() < 1e-5
+        np_tok, _ = sampling.sample_numpy(z, temperature, 1.0, _Fixed(u))
+        off = np.flatnonzero(np_tok != tok)
+        assert len(off) <= 2 and (edge[off] < 1e-6).all(), (off, edge[off])
+
+
+class _Fixed:
+    """A generator stand-in whose one draw is the given uniforms."""
+
+    def __init__(self, u):
+        self.u = u
+
+    def random(self, n):
+        assert n == len(self.u)
+        return self.u
+
+
+def test_sample_rows_never_draws_zero_mass_and_flags_bad_rows(ext):
+    """-inf logits (and ones exp() underflows) never draw, even at u near 1; a row with NaN or
+    +inf, or all -inf, gets token -1 and a NaN total, and the sampler names it."""
+    z = np.full((5, 600), -np.inf, dtype=np.float32)
+    z[:, 10], z[:, 300] = 0.0, np.log(2.0)
+    z[:, 599] = -200.0  # exp(-200) underflows: no mass, like -inf
+    z[2, 7] = np.nan
+    z[3, 5] = np.inf
+    z[4] = -np.inf
+    u = np.array([0.0, np.nextafter(1.0, 0.0), 0.5, 0.5, 0.5])
+    tok, logp, total = (
+        np.array(a) for a in ext.sample_rows(mx.array(z), mx.array(u, dtype=mx.float64), 1.0)
+    )
+    assert tok[:2].tolist() == [10, 300]
+    assert np.allclose(logp[:2], np.log([1 / 3, 2 / 3]), atol=1e-6)
+    assert tok[2:].tolist() == [-1, -1, -1] and np.isnan(total[2:]).all()
+    draw = sampling.make_sampler("numpy", 0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"rows \[2, 3, 4\]"):
+        draw(mx.array(z))
+    with pytest.raises(ValueError, match="float64"):
+        ext.sample_rows(mx.array(z), mx.array(u, dtype=mx.float32), 1.0)
+    with pytest.raises(ValueError, match="inv_t"):
+        ext.sample_rows(mx.array(z), mx.array(u, dtype=mx.float64), 0.0)
+
+
+def test_numpy_sampler_takes_the_native_draw_under_the_switch(ext, monkeypatch):
+    """make_sampler("numpy") draws through sample_rows without top-p, with the same uniforms as
+    sample_numpy (per-row seeds and a subset of rows included); top-p, greedy and the switch off
+    keep the numpy path."""
+    monkeypatch.setattr(cpu_ops, "ENABLED", True)
+    calls = []
+    native_fn = sampling.sample_native
+
+    def counted(*a):
+        calls.append(1)
+        return native_fn(*a)
+
+    monkeypatch.setattr(sampling, "sample_native", counted)
+    z = np.random.default_rng(5).normal(size=(12, 3000)).astype(np.float32) * 2
+    seeds = list(range(100, 112))
+    got = sampling.make_sampler("numpy", seeds, 0.9, 1.0)(mx.array(z))
+    ref = sampling.sample_numpy(z, 0.9, 1.0, sampling.RowGenerators(seeds))
+    assert calls == [1]
+    assert (got[0] == ref[0]).mean() > 0.9 and np.abs(got[1] - ref[1])[
+        got[0] == ref[0]
+    ].max() < 1e-5
+    some = sampling.make_sampler("numpy", seeds, 0.9, 1.0)(mx.array(z[[1, 4]]), [1, 4], 12)
+    assert some[0].tolist() == got[0][[1, 4]].tolist()
+    for temperature, top_p in ((0.9, 0.5), (0.0, 1.0)):
+        sampling.make_sampler("numpy", 3, temperature, top_p)(mx.array(z))
+    assert calls == [1, 1]
+    with cpu_ops.native_kernels(False):
+        sampling.make_sampler("numpy", 3, 0.9, 1.0)(mx.array(z))
+    assert calls == [1, 1]
 
 
 def test_cpu_ops_dispatches_to_the_kernels_under_the_switch(ext, monkeypatch):
